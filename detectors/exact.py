@@ -1,0 +1,91 @@
+"""``exact``: the tree executor's path-local signature detector (seed 000).
+
+Signature = tool name + stable hash of the arguments with object keys sorted
+recursively. Counts live on the path: extending a path returns a new mapping and
+never touches the parent's, so sibling branches each start from their parent's
+counts. A call whose signature already occurs ``max_repeats`` times on the path is
+pruned before it runs.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import orjson
+
+from .protocol import Decision, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
+from .signature import _fallback, exact_signature
+
+_EMPTY: Mapping[str, int] = {}
+
+
+def stream_line(call: ToolCall) -> str:
+    """The line the seed streams to the user when it prunes a call."""
+    args = orjson.dumps(call.args, default=_fallback).decode("utf-8", "replace")
+    return f"[tree] Loop detected: {call.tool}({args}) already in path — pruning branch"
+
+
+class ExactDetector(Detector):
+    """Prune a call whose exact signature already appears ``max_repeats`` times on its path.
+
+    Parameters
+    ----------
+    max_repeats_per_signature:
+        How often one (tool, args) pair may occur on a path; the seed default 1 means a
+        pair may not repeat at all.
+    tool_overrides:
+        Per-tool settings from the tool registry, e.g. ``{"http_get": {"max_repeats": 3}}``
+        for a retry-safe tool, or ``{"check_status": {"exempt": True}}``.
+
+    >>> det = ExactDetector()
+    >>> s = det.start()
+    >>> call = ToolCall("search", {"q": "x", "n": 1})
+    >>> s = det.record(s, call, det.check(s, call), Observation("r"))
+    >>> det.check(s, ToolCall("search", {"n": 1, "q": "x"})).verdict
+    <Verdict.PRUNE: 'prune'>
+    """
+
+    threshold_param = "max_repeats_per_signature"
+
+    def __init__(self, *, max_repeats_per_signature: int = 1, tool_overrides: Mapping[str, Mapping[str, Any]] | None = None):
+        self.max_repeats_per_signature = max_repeats_per_signature
+        self.tool_overrides = tool_overrides
+        self._memo: tuple[ToolCall | None, str] = (None, "")
+
+    def start(self) -> Mapping[str, int]:
+        return _EMPTY
+
+    def _signature(self, call: ToolCall) -> str:
+        # check() and record() see the same call object back to back; hash it once.
+        memo_call, memo_sig = self._memo
+        if memo_call is call:
+            return memo_sig
+        sig = exact_signature(call.tool, call.args)
+        self._memo = (call, sig)
+        return sig
+
+    def threshold_for(self, tool: str, value: float) -> float:
+        if tool_exempt(self.tool_overrides, tool):
+            return float("inf")
+        return tool_param(self.tool_overrides, tool, "max_repeats", value)
+
+    def check(self, state: Mapping[str, int], call: ToolCall) -> Decision:
+        count = state.get(self._signature(call), 0)
+        limit = self.threshold_for(call.tool, self.max_repeats_per_signature)
+        if count < limit:
+            return Decision(Verdict.ALLOW, float(count))
+        line = stream_line(call)
+        return Decision(
+            Verdict.PRUNE,
+            float(count),
+            reason=f"{call.tool} with these arguments already ran {count} time(s) on this path (limit {limit})",
+            events=(("loop:detected", {"tool": call.tool, "args": call.args, "count": count}),),
+            stream=(line,),
+        )
+
+    def record(self, state: Mapping[str, int], call: ToolCall, decision: Decision, observation: Observation | None) -> Mapping[str, int]:
+        if observation is None or observation.nudge:
+            return state  # a pruned call never ran, so it does not extend the path
+        sig = self._signature(call)
+        nxt = dict(state)
+        nxt[sig] = nxt.get(sig, 0) + 1
+        return nxt

@@ -1,0 +1,170 @@
+"""The layered defences of seed 002: a hard step budget, a no-progress check, and a
+``layered`` stack that combines guards gentlest-first and escalates to a human when the
+agent keeps going after it was told to stop.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import orjson
+
+from .protocol import SEVERITY, Decision, Detector, Message, Observation, ToolCall, Verdict
+from .signature import _fallback
+
+
+class StepBudgetDetector(Detector):
+    """The outermost rail: stop once a path has taken ``max_steps`` tool calls.
+
+    Score = calls already made on the path, so the (max_steps + 1)-th call is stopped.
+    """
+
+    threshold_param = "max_steps"
+
+    def __init__(self, *, max_steps: int = 30):
+        self.max_steps = max_steps
+
+    def start(self) -> int:
+        return 0
+
+    def check(self, state: int, call: ToolCall) -> Decision:
+        if state < self.max_steps:
+            return Decision(Verdict.ALLOW, float(state))
+        return Decision(Verdict.STOP, float(state), message=f"Step budget exhausted: {state} tool calls (max_steps={self.max_steps}).",
+                        reason=f"max_steps={self.max_steps} reached")
+
+    def record(self, state: int, call: ToolCall, decision: Decision, observation: Observation | None) -> int:
+        return state + 1 if observation is not None and not observation.nudge else state
+
+
+_WORD = re.compile(r"[^\W\d_]{3,}")
+
+
+def information_tokens(content: Any) -> frozenset[str]:
+    """The words of an observation that carry information.
+
+    Digits are left out on purpose: counters, timestamps and request ids change on every
+    call without telling the agent anything new.
+    """
+    if not isinstance(content, str):
+        content = orjson.dumps(content, default=_fallback).decode("utf-8", "replace")
+    if len(content) > 200_000:
+        content = content[:200_000]
+    return frozenset(w.lower() for w in _WORD.findall(content))
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressState:
+    seen: frozenset[str]
+    streak: int  # consecutive observations that added (almost) nothing
+
+
+class NoProgressDetector(Detector):
+    """Nudge after ``patience`` tool results in a row added no new information.
+
+    An observation is informative when at least ``min_new_fraction`` of its words were
+    never seen on the path before (and at least one is new). The score is the current
+    streak of uninformative results, checked before the next call.
+    """
+
+    threshold_param = "patience"
+
+    def __init__(self, *, patience: int = 3, min_new_fraction: float = 0.1):
+        self.patience = patience
+        self.min_new_fraction = min_new_fraction
+
+    def start(self) -> ProgressState:
+        return ProgressState(frozenset(), 0)
+
+    def check(self, state: ProgressState, call: ToolCall) -> Decision:
+        if state.streak < self.patience:
+            return Decision(Verdict.ALLOW, float(state.streak))
+        return Decision(
+            Verdict.NUDGE,
+            float(state.streak),
+            message=(f"No progress: the last {state.streak} tool results added no new information. "
+                     f"Change your approach or give your best answer now."),
+            reason=f"{state.streak} uninformative results in a row",
+        )
+
+    def record(self, state: ProgressState, call: ToolCall, decision: Decision, observation: Observation | None) -> ProgressState:
+        if observation is None or observation.nudge:
+            return state
+        words = information_tokens(observation.content)
+        new = words - state.seen
+        informative = bool(new) and len(new) >= self.min_new_fraction * len(words)
+        return ProgressState(state.seen | new if new else state.seen, 0 if informative else state.streak + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class LayeredState:
+    layers: tuple[Any, ...]
+    nudges: int  # nudges already given on this path
+
+
+class LayeredDetector(Detector):
+    """Stack guards gentlest-first and escalate when nudges do not help.
+
+    Every layer is consulted; the most severe verdict wins. A nudge is given while
+    fewer than ``escalate_after`` nudges were given on the path; the next alarm after
+    that escalates to a human with the transcript. In the stack every layer is
+    path-local, so repeats on sibling branches do not add up.
+
+    The score is the largest ratio of a layer's score to its own threshold, so 1.0 is
+    where the first layer trips.
+    """
+
+    def __init__(
+        self,
+        *,
+        layers: Sequence[str] = ("normalized", "no_progress", "step_budget"),
+        layer_params: Mapping[str, Mapping[str, Any]] | None = None,
+        escalate_after: int = 2,
+    ):
+        self.layers = tuple(layers)
+        self.layer_params = layer_params
+        self.escalate_after = escalate_after
+        from .registry import make_detector  # late: the registry imports this module's siblings
+
+        params = layer_params or {}
+        self._layers = [make_detector(name, **dict(params.get(name, {}))) for name in self.layers]
+
+    def start(self) -> LayeredState:
+        return LayeredState(tuple(layer.start() for layer in self._layers), 0)
+
+    def check(self, state: LayeredState, call: ToolCall) -> Decision:
+        worst: Decision | None = None
+        score = 0.0
+        for layer, sub in zip(self._layers, state.layers):
+            d = layer.check(sub, call)
+            param = layer.threshold_param
+            if param is not None:
+                thr = layer.threshold_for(call.tool, getattr(layer, param))
+                ratio = d.score / thr if thr not in (0, float("inf")) else (1.0 if d.alarm else 0.0)
+            else:
+                ratio = 1.0 if d.alarm else 0.0
+            score = max(score, ratio)
+            if d.alarm and (worst is None or SEVERITY[d.verdict] > SEVERITY[worst.verdict]):
+                worst = d
+        if worst is None:
+            return Decision(Verdict.ALLOW, score)
+        if worst.verdict is Verdict.NUDGE and state.nudges >= self.escalate_after:
+            return Decision(
+                Verdict.ESCALATE,
+                score,
+                message=(f"Escalating to a human: the guards fired {state.nudges + 1} times and the agent "
+                         f"has not changed course. Last: {worst.reason}."),
+                reason=f"escalated after {state.nudges} nudges: {worst.reason}",
+                events=worst.events,
+            )
+        return Decision(worst.verdict, score, worst.message, worst.reason, worst.events, worst.stream)
+
+    def record(self, state: LayeredState, call: ToolCall, decision: Decision, observation: Observation | None) -> LayeredState:
+        subs = []
+        for layer, sub in zip(self._layers, state.layers):
+            subs.append(layer.record(sub, call, layer.check(sub, call), observation))
+        return LayeredState(tuple(subs), state.nudges + (decision.verdict is Verdict.NUDGE))
+
+    def on_message(self, state: LayeredState, message: Message) -> LayeredState:
+        return LayeredState(tuple(layer.on_message(sub, message) for layer, sub in zip(self._layers, state.layers)), state.nudges)

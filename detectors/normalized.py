@@ -1,0 +1,82 @@
+"""``normalized``: the signature guard of seed 002, with its in-band nudge.
+
+Arguments are normalised (keys sorted, string values stripped and lower-cased), one
+counter covers the whole run, and at the threshold (3) the guard does not raise: it
+returns a message that becomes the call's observation.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .protocol import Decision, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
+from .signature import normalized_signature
+
+_EMPTY: Mapping[str, int] = {}
+
+
+def nudge_text(tool: str, count: int) -> str:
+    """The seed's in-band message, word for word."""
+    return (
+        f"Loop guard: you have called {tool} with these "
+        f"arguments {count} times and the result has not "
+        f"changed. Do not repeat it. Either use a different tool, "
+        f"change the arguments, or give your best answer now."
+    )
+
+
+class NormalizedDetector(Detector):
+    """Nudge when a normalised signature is seen ``threshold`` times in the run.
+
+    Like the seed's ``LoopGuard``, the count includes the call being checked and grows
+    whether or not the guard trips; the counter is run-wide, so repeats on sibling
+    branches add up.
+
+    >>> det = NormalizedDetector()
+    >>> s = det.start()
+    >>> for q in ["Q3 revenue", "q3 revenue ", "Q3 REVENUE"]:
+    ...     d = det.check(s, ToolCall("search", {"q": q}))
+    ...     s = det.record(s, ToolCall("search", {"q": q}), d, Observation("same"))
+    >>> d.verdict, d.message[:40]
+    (<Verdict.NUDGE: 'nudge'>, 'Loop guard: you have called search with ')
+    """
+
+    scope = "run"
+    threshold_param = "threshold"
+
+    def __init__(self, *, threshold: int = 3, tool_overrides: Mapping[str, Mapping[str, Any]] | None = None):
+        self.threshold = threshold
+        self.tool_overrides = tool_overrides
+        self._memo: tuple[ToolCall | None, str] = (None, "")
+
+    def start(self) -> Mapping[str, int]:
+        return _EMPTY
+
+    def _signature(self, call: ToolCall) -> str:
+        memo_call, memo_sig = self._memo
+        if memo_call is call:
+            return memo_sig
+        sig = normalized_signature(call.tool, call.args)
+        self._memo = (call, sig)
+        return sig
+
+    def threshold_for(self, tool: str, value: float) -> float:
+        if tool_exempt(self.tool_overrides, tool):
+            return float("inf")
+        return tool_param(self.tool_overrides, tool, "threshold", value)
+
+    def check(self, state: Mapping[str, int], call: ToolCall) -> Decision:
+        count = state.get(self._signature(call), 0) + 1
+        if count < self.threshold_for(call.tool, self.threshold):
+            return Decision(Verdict.ALLOW, float(count))
+        return Decision(
+            Verdict.NUDGE,
+            float(count),
+            message=nudge_text(call.tool, count),
+            reason=f"{call.tool} called {count} times with the same normalised arguments",
+        )
+
+    def record(self, state: Mapping[str, int], call: ToolCall, decision: Decision, observation: Observation | None) -> Mapping[str, int]:
+        sig = self._signature(call)
+        nxt = dict(state)
+        nxt[sig] = nxt.get(sig, 0) + 1
+        return nxt

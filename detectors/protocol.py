@@ -1,0 +1,183 @@
+"""The detector protocol: what a loop guard sees before and after each tool call.
+
+A detector is consulted *before* a call executes (``check``) and told what happened
+*after* (``record``). Both are pure: they take a state and return a decision or a new
+state, never mutating the old one, so sibling branches of a tree can share their
+parent's state safely. A detector sees only what a real harness sees: calls,
+observations and the agent's messages; never labels or simulator facts.
+"""
+from __future__ import annotations
+
+import enum
+import inspect
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+
+class Verdict(str, enum.Enum):
+    """What the harness should do with a proposed call, gentlest first."""
+
+    ALLOW = "allow"
+    NUDGE = "nudge"  # an in-band message becomes the call's observation
+    PRUNE = "prune"  # drop the call; the branch may end
+    ESCALATE = "escalate"  # stop and hand the transcript to a human
+    STOP = "stop"  # end the episode
+
+    def __str__(self) -> str:  # so f-strings and CSVs show "nudge", not "Verdict.NUDGE"
+        return self.value
+
+
+#: Severity order, used when several layers speak at once.
+SEVERITY = {Verdict.ALLOW: 0, Verdict.NUDGE: 1, Verdict.PRUNE: 2, Verdict.ESCALATE: 3, Verdict.STOP: 4}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A proposed tool call: tool name plus JSON arguments.
+
+    ``step`` names the plan step the call claims to execute, for agents that
+    declared a plan; ``turn`` groups the calls proposed in one model turn.
+    """
+
+    tool: str
+    args: Mapping[str, Any]
+    call_id: str = ""
+    step: str | None = None
+    turn: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What a tool returned (text or JSON) and whether it was an error.
+
+    ``nudge`` is true when the harness, not the tool, produced the text (a guard's
+    in-band message); a real harness knows this, so detectors may use it.
+    """
+
+    content: Any
+    error: bool = False
+    nudge: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message on the path: the agent's turn text, or a harness/user message.
+
+    ``plan`` carries a declared plan (ordered step names) when the agent commits to one.
+    """
+
+    role: str
+    content: str = ""
+    plan: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A detector's answer for one proposed call.
+
+    ``score`` is the detector's loopiness for this call (higher is loopier), so
+    thresholds can be swept from stored scores. ``message`` is the in-band text a
+    nudge or refusal puts in front of the model; ``events`` are observer events
+    such as ``("loop:detected", {...})``; ``stream`` lines are what a harness
+    would print to the user.
+    """
+
+    verdict: Verdict
+    score: float
+    message: str | None = None
+    reason: str = ""
+    events: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    stream: tuple[str, ...] = ()
+
+    @property
+    def alarm(self) -> bool:
+        return self.verdict is not Verdict.ALLOW
+
+
+ALLOW_ZERO = Decision(Verdict.ALLOW, 0.0)
+
+
+class Detector:
+    """Base class for loop detectors.
+
+    Subclasses take only keyword parameters with defaults in ``__init__`` and store
+    each under the same attribute name (scikit-learn style), so ``get_params`` and
+    ``clone`` work and every result can record how a detector was built.
+
+    ``scope`` is ``"path"`` when state follows the tree (each branch extends its
+    parent's state) and ``"run"`` when one state is threaded through every call of
+    the episode in execution order (a run-wide counter).
+
+    ``threshold_param`` names the parameter that acts as an alarm threshold on the
+    score: the detector alarms on a call iff ``score >= threshold_for(tool, value)``.
+    That contract lets a sweep recompute alarms from stored scores in one pass.
+    """
+
+    name: ClassVar[str] = ""
+    scope: ClassVar[str] = "path"
+    threshold_param: ClassVar[str | None] = None
+
+    # -- the protocol -------------------------------------------------------------
+    def start(self) -> Any:
+        """A fresh state for a new episode."""
+        return None
+
+    def check(self, state: Any, call: ToolCall) -> Decision:
+        """The verdict for ``call`` given the path so far. Must not mutate ``state``."""
+        raise NotImplementedError
+
+    def record(self, state: Any, call: ToolCall, decision: Decision, observation: Observation | None) -> Any:
+        """The state after ``call`` was handled.
+
+        ``observation`` is what the agent saw (the tool's result, or the nudge text
+        with ``nudge=True``); it is ``None`` when the call did not run (pruned).
+        """
+        return state
+
+    def on_message(self, state: Any, message: Message) -> Any:
+        """The state after a message appears on the path (agent text, a plan, a user turn)."""
+        return state
+
+    # -- thresholds -----------------------------------------------------------------
+    def threshold_for(self, tool: str, value: float) -> float:
+        """The effective alarm threshold for ``tool`` when the swept parameter is ``value``.
+
+        Detectors with per-tool overrides return the override for that tool.
+        """
+        return value
+
+    # -- parameters (scikit-learn style) -------------------------------------------
+    @classmethod
+    def param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values() if p.name != "self" and p.kind == p.KEYWORD_ONLY]
+
+    def get_params(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.param_names()}
+
+    def clone(self, **overrides: Any) -> "Detector":
+        params = self.get_params()
+        unknown = set(overrides) - set(params)
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no parameter(s) {', '.join(sorted(unknown))}")
+        params.update(overrides)
+        return type(self)(**params)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+
+def tool_param(tool_overrides: Mapping[str, Mapping[str, Any]] | None, tool: str, param: str, default: Any) -> Any:
+    """A per-tool override such as ``{"http_get": {"max_repeats": 3}}``, or ``default``."""
+    if not tool_overrides:
+        return default
+    per_tool = tool_overrides.get(tool)
+    if per_tool is None:
+        return default
+    return per_tool.get(param, default)
+
+
+def tool_exempt(tool_overrides: Mapping[str, Mapping[str, Any]] | None, tool: str) -> bool:
+    """True when ``tool`` is exempt (``{"check_status": {"exempt": true}}``): never flagged."""
+    return bool(tool_param(tool_overrides, tool, "exempt", False))

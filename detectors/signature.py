@@ -1,0 +1,98 @@
+"""Call signatures shared by the detectors: canonical JSON, stable hashes, normalisation.
+
+One place decides what makes two calls "the same", so every detector that claims
+sorted-key identity means exactly the same thing by it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import orjson
+import xxhash
+
+_SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+def _fallback(value: Any) -> Any:
+    # Arguments that JSON cannot carry (sets, bytes, objects) are identified by their repr,
+    # so a detector never crashes on them and equal reprs still collide.
+    if isinstance(value, (set, frozenset)):
+        return sorted(repr(v) for v in value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return repr(value)
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical JSON bytes: object keys sorted recursively, no whitespace.
+
+    NaN and infinities become ``null`` (as JSON.stringify does); values JSON cannot
+    carry fall back to their ``repr``.
+    """
+    try:
+        return orjson.dumps(value, option=_SORTED, default=_fallback)
+    except (TypeError, orjson.JSONEncodeError):
+        # Integers beyond 64 bits, or recursion deeper than orjson allows.
+        return _canonical_slow(value).encode("utf-8", "replace")
+
+
+def _canonical_slow(value: Any, depth: int = 0) -> str:
+    if depth > 10_000:
+        return '"<too deep>"'
+    if isinstance(value, Mapping):
+        items = sorted((str(k), v) for k, v in value.items())
+        return "{" + ",".join(f"{orjson.dumps(k).decode()}:{_canonical_slow(v, depth + 1)}" for k, v in items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_canonical_slow(v, depth + 1) for v in value) + "]"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "null"
+    if isinstance(value, (str, bool, float)) or value is None:
+        return orjson.dumps(value).decode()
+    if isinstance(value, int):
+        return str(value)
+    return orjson.dumps(_fallback(value)).decode()
+
+
+def stable_hash(args: Any) -> int:
+    """A 64-bit hash of the canonical JSON of ``args``.
+
+    The seed tree executor uses djb2 over the sorted-key JSON; xxh3 plays the same role
+    (deterministic, order-insensitive through the canonical form) with fewer
+    collisions, at a fraction of the cost.
+    """
+    return xxhash.xxh3_64_intdigest(canonical_json(args))
+
+
+def exact_signature(tool: str, args: Any) -> str:
+    """``tool:hash`` as in the seed tree executor: key order never matters."""
+    return f"{tool}:{stable_hash(args)}"
+
+
+def normalized_signature(tool: str, args: Mapping[str, Any]) -> str:
+    """The signature guard's normalisation, exactly as seed 002 writes it.
+
+    Top-level keys sorted, each value turned into text, stripped and lower-cased. Like
+    the seed, nested values are compared by their text form.
+    """
+    if not isinstance(args, Mapping):
+        return f"{tool}::{str(args).strip().lower()}"
+    try:
+        items = sorted(args.items())
+    except TypeError:  # keys of mixed types cannot be ordered; order their text instead
+        items = sorted(args.items(), key=lambda kv: repr(kv[0]))
+    norm = {k: str(v).strip().lower() for k, v in items}
+    return f"{tool}::{norm}"
+
+
+def args_text(args: Any) -> str:
+    """A compact, readable form of the arguments for messages: ``{"q": "x"}`` -> ``q="x"``."""
+    if isinstance(args, Mapping):
+        parts = []
+        for k, v in args.items():
+            text = canonical_json(v).decode("utf-8", "replace")
+            if len(text) > 80:
+                text = text[:77] + "..."
+            parts.append(f"{k}={text}")
+        return ", ".join(parts)
+    return canonical_json(args).decode("utf-8", "replace")[:200]
