@@ -38,14 +38,15 @@ class StepBudgetDetector(Detector):
         return state + 1 if observation is not None and not observation.nudge else state
 
 
-_WORD = re.compile(r"[^\W\d_]{3,}")
+_WORD = re.compile(r"[^\W_]{2,}")
 
 
 def information_tokens(content: Any) -> frozenset[str]:
-    """The words of an observation that carry information.
+    """The tokens (runs of two or more letters or digits) of an observation.
 
-    Digits are left out on purpose: counters, timestamps and request ids change on every
-    call without telling the agent anything new.
+    Volatile bits (timestamps, request ids, durations) are tokens too; they are why an
+    observation only counts as informative when a *share* of its tokens is new, not
+    when any one is.
     """
     if not isinstance(content, str):
         content = orjson.dumps(content, default=_fallback).decode("utf-8", "replace")

@@ -7,6 +7,8 @@ detector is asked for by name.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any
@@ -34,6 +36,9 @@ def detector_class(spec: str) -> type[Detector]:
     """The class for a registered name or a ``module:Class`` spec."""
     if ":" in spec:
         module_name, _, attr = spec.partition(":")
+        if os.getcwd() not in sys.path:
+            # A user's own module in the working directory, as `python -m` would find it.
+            sys.path.append(os.getcwd())
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:

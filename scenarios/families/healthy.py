@@ -1,0 +1,166 @@
+"""Healthy families (negatives), including the hard ones that look like loops."""
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from detectors.protocol import ToolCall
+
+from ..agents import Intent, Script
+from ..base import Scenario, family
+from ..lexicon import concepts_of
+from ..text import refine, render
+from ..world import World
+from .builder import CONCEPT_NAMES, PathBuilder, ScriptError
+
+
+def _start(rng: random.Random) -> tuple[World, PathBuilder]:
+    world = World.build(rng.randrange(1 << 30))
+    return world, PathBuilder(world, random.Random(rng.random()))
+
+
+def _scenario(world: World, script: Script, persona: str = "diligent", **meta: Any) -> Scenario:
+    return Scenario("", "", 0, world, script, persona, meta=meta)
+
+
+@family("healthy", looping=False, length=(6, 14))
+def healthy(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """Diverse, productive calls."""
+    world, b = _start(rng)
+    b.add_productive(rng.randint(*p["length"]))
+    return _scenario(world, b.script())
+
+
+@family("same_tool", looping=False, length=(6, 12))
+def same_tool(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """One tool, different arguments: many files, distinct topics, or two passes over a list."""
+    world, b = _start(rng)
+    variant = rng.choice(("files", "topics", "two_pass"))
+    n = rng.randint(*p["length"])
+    if variant == "files":
+        d = rng.choice(world.dirs())
+        b.add(ToolCall("list_dir", {"path": d}))
+        for path in sorted(f for f in world.files if f.startswith(d + "/"))[:n]:
+            b.add(ToolCall("read_file", {"path": path}))
+    elif variant == "topics":
+        b.add_productive(n, per_turn=(1,), tools=("search",))
+    else:
+        d = rng.choice(world.dirs())
+        files = sorted(f for f in world.files if f.startswith(d + "/"))[: max(3, n // 2)]
+        for path in files:
+            b.add(ToolCall("read_file", {"path": path}))
+        for path in files:  # the second pass reads what the first pass changed
+            b.add(ToolCall("write_file", {"path": path, "content": world.files[path] + "\n# reviewed"}))
+        for path in files:
+            b.add(ToolCall("read_file", {"path": path}))
+    return _scenario(world, b.script(), variant=variant)
+
+
+@family("polling", looping=False, polls=(3, 7))
+def polling(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """The same check_status call whose answer changes each time, until the job is done."""
+    world, b = _start(rng)
+    b.add_productive(rng.randint(1, 4))
+    job = f"job-{rng.randint(100, 999)}"
+    polls = rng.randint(*p["polls"])
+    world.jobs[job] = polls
+    for _ in range(polls + 1):  # the last poll sees "succeeded"
+        b.add(ToolCall("check_status", {"job_id": job}), thought=f"Waiting for {job}; checking its status.")
+    b.add_productive(rng.randint(1, 4))
+    return _scenario(world, b.script(), polls=polls)
+
+
+@family("transient_retry", looping=False, failures=(1, 2))
+def transient_retry(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """The same http_get after a transient error, within the tool's retry allowance."""
+    world, b = _start(rng)
+    b.add_productive(rng.randint(1, 5))
+    fails = rng.randint(*p["failures"])
+    for _ in range(rng.choice((1, 1, 2))):
+        url = f"https://status.example.com/{rng.choice(CONCEPT_NAMES)}/{rng.randint(1, 99)}"
+        world.flaky[url] = fails
+        for _ in range(fails + 1):
+            b.add(ToolCall("http_get", {"url": url}), thought=f"Fetching {url}; retrying if it fails.")
+        b.add_productive(rng.randint(1, 3))
+    return _scenario(world, b.script(), failures=fails)
+
+
+@family("refinement", looping=False, refinements=(2, 4))
+def refinement(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """Reworded queries that do return new documents (the hard negative for similarity)."""
+    world, b = _start(rng)
+    b.add_productive(rng.randint(0, 3))
+    for _ in range(50):
+        q = render(rng.sample(CONCEPT_NAMES, 2), rng)
+        if b.gains(ToolCall("search", {"query": q})):
+            break
+    b.add(ToolCall("search", {"query": q}), thought="Searching for the figures.")
+    want = rng.randint(*p["refinements"])
+    made = 0
+    while made < want:
+        options = [r for r in refine(q, rng, CONCEPT_NAMES) if b.gains(ToolCall("search", {"query": r}))]
+        if not options:
+            raise ScriptError("no refinement retrieves anything new")
+        q = options[0]
+        b.add(ToolCall("search", {"query": q}), thought="Not quite; narrowing the search.")
+        made += 1
+    b.add_productive(rng.randint(1, 3))
+    return _scenario(world, b.script())
+
+
+@family("edit_test", looping=False, rounds=(2, 4))
+def edit_test(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """Edit a file, re-run the same tests, repeat while the results change."""
+    world, b = _start(rng)
+    target = rng.choice(("tests", "tests/", "./tests"))
+    b.add(ToolCall("run_tests", {"target": target}))
+    src = sorted(f for f in world.files if f.startswith("src/"))
+    for r in range(rng.randint(*p["rounds"])):
+        path = src[r % len(src)]
+        b.add(ToolCall("read_file", {"path": path}))
+        b.add(ToolCall("write_file", {"path": path, "content": world.files[path] + f"\n# fix {r}"}))
+        b.add(ToolCall("run_tests", {"target": target}), thought="Re-running the tests after the edit.")
+    return _scenario(world, b.script())
+
+
+@family("long_horizon", looping=False, length=(35, 50))
+def long_horizon(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """A long, productive episode (longer than common step budgets)."""
+    world, b = _start(rng)
+    b.add_productive(rng.randint(*p["length"]))
+    return _scenario(world, b.script())
+
+
+@family("branch_siblings", looping=False, branching=3, depth=1, after=(2, 4))
+def branch_siblings(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """The same calls on sibling branches: a loop on neither."""
+    world, b = _start(rng)
+    b.add_productive(rng.randint(1, 3))
+    return _scenario(world, _branching(b, rng, p["branching"], p["depth"], p["after"]), branching=p["branching"], depth=p["depth"])
+
+
+def _branching(b: PathBuilder, rng: random.Random, k: int, depth: int, after: tuple[int, int]) -> Script:
+    """A branching turn of ``k`` different calls; every branch then does the same work."""
+    first = []
+    probe = b.fork()
+    for _ in range(k):
+        c = probe.productive()
+        first.append(c)
+    shared: list[ToolCall] = []
+    # Work every branch does: fresh on each path (its parent never did it).
+    probe = b.fork()
+    for c in first:
+        probe.run(c)
+    for _ in range(rng.randint(*after)):
+        c = probe.productive()
+        probe.run(c)
+        shared.append(c)
+    branches = []
+    for c in first:
+        child = b.fork()
+        child.run(c)
+        for s in shared:
+            child.add(s)
+        branches.append(_branching(child, rng, k, depth - 1, after) if depth > 1 else child.script())
+    b.turns.append(Intent(tuple(first), "Let me explore these options in parallel.", "branch", (False,) * k))
+    return b.script(branches=tuple(branches))

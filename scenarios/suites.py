@@ -1,0 +1,79 @@
+"""Named suites: data files saying which families, how many episodes, which seed.
+
+A suite is a TOML file in ``scenarios/suites/`` (or any path). Keys: ``name``,
+``description``, ``seed``, ``episodes`` (per family), ``mode`` (open | closed | both),
+optional ``families`` (default: every registered family) and ``detectors`` (default:
+every registered detector), and ``[family_params.NAME]`` tables.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .base import FAMILIES
+
+
+class SuiteError(ValueError):
+    """A suite that cannot be used, with a one-line reason."""
+
+
+@dataclass
+class Suite:
+    name: str
+    description: str = ""
+    seed: int = 0
+    episodes: int = 10
+    mode: str = "both"
+    families: list[str] = field(default_factory=list)
+    detectors: list[str] = field(default_factory=list)
+    family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def suite_names() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("scenarios").joinpath("suites").iterdir() if p.name.endswith(".toml"))
+
+
+def load_suite(name_or_path: str) -> Suite:
+    from . import families  # noqa: F401  (registers the built-in families)
+
+    path = Path(name_or_path)
+    if path.suffix == ".toml" and path.exists():
+        text, where = path.read_text(), str(path)
+    else:
+        res = resources.files("scenarios").joinpath("suites", f"{name_or_path}.toml")
+        if not res.is_file():
+            raise SuiteError(f"unknown suite {name_or_path!r} (known: {', '.join(suite_names())}; or a .toml path)")
+        text, where = res.read_text(), f"suite {name_or_path!r}"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{where}: {exc}") from None
+    fams = data.get("families") or sorted(FAMILIES)
+    unknown = [f for f in fams if f not in FAMILIES]
+    if unknown:
+        raise SuiteError(f"{where}: unknown families {', '.join(unknown)}")
+    suite = Suite(
+        name=str(data.get("name", path.stem)),
+        description=str(data.get("description", "")),
+        seed=int(data.get("seed", 0)),
+        episodes=int(data.get("episodes", 10)),
+        mode=str(data.get("mode", "both")),
+        families=list(fams),
+        detectors=list(data.get("detectors", [])),
+        family_params={k: dict(v) for k, v in data.get("family_params", {}).items()},
+    )
+    if suite.mode not in ("open", "closed", "both"):
+        raise SuiteError(f"{where}: mode must be open, closed or both")
+    for fam, params in suite.family_params.items():
+        if fam not in FAMILIES:
+            raise SuiteError(f"{where}: family_params for unknown family {fam!r}")
+        bad = set(params) - set(FAMILIES[fam].defaults)
+        if bad:
+            raise SuiteError(f"{where}: family {fam!r} has no parameter(s) {', '.join(sorted(bad))}")
+        for k, v in params.items():
+            if isinstance(v, list):
+                params[k] = tuple(v)
+    return suite

@@ -1,0 +1,254 @@
+"""The ``loopbench`` command line.
+
+Exit codes: 0 success; 1 a regression (``check``); 2 a usage or input error (bad option,
+unreadable file, unknown detector); 3 the command finished but skipped malformed input
+records (each was reported on stderr with its file and line).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import click
+
+EXIT_REGRESSION = 1
+EXIT_USAGE = 2
+EXIT_SKIPPED = 3
+
+
+class LoopbenchError(click.ClickException):
+    """A one-line error and exit code 2; never a traceback."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file=None) -> None:
+        click.echo(f"loopbench: error: {self.format_message()}", err=True)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else []
+
+
+def load_config(path: str | None) -> dict[str, Any]:
+    """A TOML configuration: ``[run]`` options, ``[detectors.NAME]`` parameters (with
+    ``tool_overrides`` tables), and ``[tools.NAME]`` entries of the tool registry."""
+    if not path:
+        return {}
+    p = Path(path)
+    if not p.is_file():
+        raise LoopbenchError(f"{path}: no such configuration file")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise LoopbenchError(f"{path}: {exc}") from None
+
+
+def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, ...]):
+    """Resolve ``--detectors`` entries (``name``, ``module:Class`` or ``label=spec``) with parameters."""
+    from detectors.registry import DetectorNotFound, detector_class
+
+    from .runner import DetectorSpec
+
+    per: dict[str, dict[str, Any]] = {k: dict(v) for k, v in config.get("detectors", {}).items()}
+    for item in params:
+        key, eq, value = item.partition("=")
+        det, dot, pname = key.partition(".")
+        if not eq or not dot or not pname:
+            raise LoopbenchError(f"--param {item!r}: expected DETECTOR.PARAM=VALUE")
+        target = per.setdefault(det, {})
+        parts = pname.split(".")
+        for part in parts[:-1]:
+            target = target.setdefault(part, {})
+        target[parts[-1]] = _parse_value(value)
+    tools = config.get("tools", {})
+    specs = []
+    for entry in names:
+        label, eq, spec = entry.partition("=")
+        if not eq:
+            spec = label
+        try:
+            cls = detector_class(spec)
+        except DetectorNotFound as exc:
+            raise LoopbenchError(str(exc)) from None
+        p = dict(per.get(label, per.get(spec, {})))
+        accepted = cls.param_names() if hasattr(cls, "param_names") else []
+        if tools and "tool_overrides" in accepted:
+            # The harness's tool registry: a tool's own max_repeats applies unless overridden.
+            merged = {t: dict(v) for t, v in (p.get("tool_overrides") or {}).items()}
+            for tool, tcfg in tools.items():
+                for k, v in tcfg.items():
+                    merged.setdefault(tool, {}).setdefault(k, v)
+            p["tool_overrides"] = merged
+        unknown = set(p) - set(accepted) if accepted else set()
+        if unknown:
+            raise LoopbenchError(f"detector {label!r} has no parameter(s) {', '.join(sorted(unknown))} "
+                                 f"(it takes: {', '.join(accepted) or 'none'})")
+        specs.append(DetectorSpec(label, spec, p))
+        try:
+            specs[-1].build()
+        except Exception as exc:  # noqa: BLE001 — a constructor may reject a value
+            raise LoopbenchError(f"detector {label!r}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    return specs
+
+
+def _default_detectors() -> list[str]:
+    from detectors.registry import available
+
+    return available()
+
+
+def _report_problems(problems: list[str], limit: int = 50) -> None:
+    for p in problems[:limit]:
+        click.echo(f"loopbench: skipped: {p}", err=True)
+    if len(problems) > limit:
+        click.echo(f"loopbench: ... and {len(problems) - limit} more skipped records", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="loopbench")
+def main() -> None:
+    """loopbench: benchmark tool-call loop detectors for LLM agents."""
+
+
+@main.command("list")
+def list_cmd() -> None:
+    """Name every registered detector, scenario family and suite."""
+    from scenarios import families  # noqa: F401
+    from scenarios.base import FAMILIES
+    from scenarios.suites import suite_names
+
+    from detectors.registry import available, detector_class
+
+    click.echo("Detectors:")
+    for name in available():
+        try:
+            cls = detector_class(name)
+            doc = (cls.__doc__ or "").strip().splitlines()[0]
+        except Exception as exc:  # noqa: BLE001 — a broken plug-in must not hide the others
+            doc = f"(cannot load: {exc})"
+        click.echo(f"  {name:16s} {doc}")
+    click.echo("Scenario families:")
+    for looping in (True, False):
+        for name in sorted(FAMILIES):
+            info = FAMILIES[name]
+            if info.looping == looping:
+                click.echo(f"  {name:16s} {'loop   ' if looping else 'healthy'}  {info.doc}")
+    click.echo("Suites: " + ", ".join(suite_names()))
+
+
+def _out_dir(out: str | None, stem: str) -> Path:
+    if out:
+        return Path(out)
+    return Path("runs") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+@main.command("run")
+@click.option("--suite", default=None, help="Suite name (quick, default, full) or a .toml path. [default: default]")
+@click.option("--detectors", "detectors_opt", default=None, help="Comma-separated: name, module:Class or label=spec. [default: all registered]")
+@click.option("--families", default=None, help="Comma-separated scenario families. [default: the suite's]")
+@click.option("--seed", type=int, default=None, help="Suite seed. [default: the suite's]")
+@click.option("--episodes", type=click.IntRange(1), default=None, help="Episodes per family. [default: the suite's]")
+@click.option("--mode", type=click.Choice(["open", "closed", "both"]), default=None, help="Open loop, closed loop or both.")
+@click.option("--out", default=None, help="Run folder. [default: runs/SUITE-TIMESTAMP]")
+@click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters, tool registry).")
+@click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE, e.g. exact.max_repeats_per_signature=2 (repeatable).")
+@click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
+def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, no_progress, as_json) -> None:
+    """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
+    from scenarios.base import FAMILIES
+    from scenarios.suites import SuiteError, load_suite
+
+    from .runner import RunConfig, run
+    from .scoring import DELTA
+
+    config = load_config(config_path)
+    rc = config.get("run", {})
+    try:
+        s = load_suite(suite or rc.get("suite", "default"))
+    except SuiteError as exc:
+        raise LoopbenchError(str(exc)) from None
+    fams = _split(families) or list(rc.get("families", [])) or s.families
+    unknown = [f for f in fams if f not in FAMILIES]
+    if unknown:
+        raise LoopbenchError(f"unknown scenario families: {', '.join(unknown)} (see `loopbench list`)")
+    names = _split(detectors_opt) or list(rc.get("detectors", [])) or s.detectors or _default_detectors()
+    specs = detector_specs(names, config, params)
+    cfg = RunConfig(
+        suite=s, detectors=specs, families=fams,
+        episodes=episodes or int(rc.get("episodes", s.episodes)),
+        seed=seed if seed is not None else int(rc.get("seed", s.seed)),
+        mode=mode or rc.get("mode", s.mode), delta=delta if delta is not None else int(rc.get("delta", DELTA)),
+        out=_out_dir(out or rc.get("out"), s.name), progress=not no_progress and not as_json,
+    )
+    log = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
+    summary = run(cfg, log=log)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        click.echo((Path(summary["out"]) / "scoreboard.md").read_text())
+        click.echo(f"Run folder: {summary['out']} ({summary['wall_seconds']} s)")
+
+
+@main.command("replay")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--detectors", "detectors_opt", default=None, help="Comma-separated detectors. [default: all registered]")
+@click.option("--format", "fmt", default="trace", help="Input format: trace (SPEC §6 JSON Lines) or an importer's name.")
+@click.option("--out", default=None, help="Run folder. [default: runs/replay-TIMESTAMP]")
+@click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters).")
+@click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE (repeatable).")
+@click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
+def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, no_progress, as_json) -> None:
+    """Run detectors over recorded traces and report where each would have fired."""
+    from .replay import load_traces, replay
+    from .scoring import DELTA
+    from .trace import TraceError
+
+    config = load_config(config_path)
+    specs = detector_specs(_split(detectors_opt) or _default_detectors(), config, params)
+    if fmt != "trace":
+        try:
+            from scenarios.importers import FORMATS
+        except ImportError:
+            FORMATS = {}
+        if fmt not in FORMATS:
+            raise LoopbenchError(f"unknown --format {fmt!r} (known: trace{''.join(', ' + f for f in sorted(FORMATS))})")
+    paths = [Path(f) for f in files]
+    try:
+        episodes, problems, warnings = load_traces(paths, fmt)
+    except (TraceError, OSError) as exc:
+        raise LoopbenchError(str(exc)) from None
+    _report_problems(problems)
+    for w in warnings[:20]:
+        click.echo(f"loopbench: warning: {w}", err=True)
+    if not episodes:
+        raise LoopbenchError(f"no usable episodes in {', '.join(files)}")
+    summary = replay(episodes, specs, _out_dir(out, "replay"), [str(p) for p in paths],
+                     delta if delta is not None else DELTA, progress=not no_progress and not as_json)
+    summary["skipped_records"] = len(problems)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        click.echo((Path(summary["out"]) / "scoreboard.md").read_text())
+        for r in summary["fires"]:
+            if r["family"] == "all":
+                click.echo(f"{r['detector']:16s} fires on {r['fired']}/{r['traces']} traces")
+        click.echo(f"Run folder: {summary['out']}")
+    if problems:
+        sys.exit(EXIT_SKIPPED)
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The Markdown scoreboard of a run folder, regenerated from its files alone."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from scenarios.base import FAMILIES, HEALTHY_FAMILIES, LOOP_FAMILIES
+
+from .files import atomic_write
+
+
+def _cell(v, pct: bool = False, digits: int = 1) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "–"
+    if pct:
+        return f"{100 * float(v):.{digits}f}%"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def scoreboard_text(run_dir: Path) -> str:
+    run_dir = Path(run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    parts = [f"# loopbench scoreboard — suite `{manifest['config'].get('suite', 'replay')}`", ""]
+    parts.append(f"Config hash `{manifest['config_hash']}`, profile weights v{manifest.get('profiles_version', '?')}, "
+                 f"{manifest['episodes']} episodes, {manifest['tool_calls']} tool calls, window Δ = "
+                 f"{manifest['config'].get('delta')} calls, wall time {manifest.get('wall_seconds')} s.")
+    parts.append("")
+    mpath = run_dir / "metrics.csv"
+    if mpath.exists() and mpath.stat().st_size > 0:
+        m = pd.read_csv(mpath, keep_default_na=False, na_values=[""])
+        if len(m):
+            timings = pd.read_csv(run_dir / "timings.csv") if (run_dir / "timings.csv").exists() else pd.DataFrame()
+            p50 = {}
+            if len(timings):
+                for _, r in timings[timings["mode"] == "open"].iterrows():
+                    p50[r["detector"]] = r["p50_us"]
+            allrows = m[m["family"] == "all"].copy()
+            if "score_standard" in allrows and allrows["score_standard"].notna().any():
+                allrows = allrows.sort_values("score_standard", ascending=False, kind="stable")
+            parts.append("## Ranking (open loop, halt at first alarm)")
+            parts.append("")
+            parts.append("Score: NAB-shaped composite, 0 = never fires, 100 = catches every loop at its onset with no "
+                         "false alarm. FAR = false-alarm rate on clean episodes; miss = share of looping paths not "
+                         "caught within Δ (late = fired after the window); delay in calls after the onset.")
+            parts.append("")
+            rows = []
+            for _, r in allrows.iterrows():
+                rows.append([f"`{r['detector']}`", _cell(r.get("score_standard")), _cell(r.get("score_low_FP")),
+                             _cell(r.get("score_low_FN")), _cell(r["false_alarm_rate"], True), _cell(r["miss_rate"], True),
+                             _cell(r["early_rate"], True), str(int(r["late"])), _cell(r["median_delay"]),
+                             _cell(r["alarms_per_1k"]), _cell(p50.get(r["detector"]), digits=2), str(int(r["errors"]))])
+            parts.append(_table(["detector", "score", "low-FP", "low-FN", "FAR", "miss", "early", "late", "median delay",
+                                 "alarms/1k clean calls", "p50 µs/check", "errors"], rows))
+            parts.append("")
+            fams = [f for f in m["family"].unique() if f != "all"]
+            loops = [f for f in LOOP_FAMILIES if f in fams] + [f for f in fams if f not in FAMILIES or (FAMILIES[f].looping and f not in LOOP_FAMILIES)]
+            healthy = [f for f in HEALTHY_FAMILIES if f in fams]
+            dets = list(allrows["detector"])
+            if loops:
+                parts.append("## Loop families: miss rate (lower is better), median delay in brackets")
+                parts.append("")
+                rows = []
+                for d in dets:
+                    row = [f"`{d}`"]
+                    for f in loops:
+                        sel = m[(m["detector"] == d) & (m["family"] == f)]
+                        if not len(sel):
+                            row.append("–")
+                            continue
+                        r = sel.iloc[0]
+                        row.append(f"{_cell(r['miss_rate'], True, 0)} ({_cell(r['median_delay'], digits=0)})")
+                    rows.append(row)
+                parts.append(_table(["detector"] + loops, rows))
+                parts.append("")
+            if healthy:
+                parts.append("## Healthy families: false-alarm rate (lower is better)")
+                parts.append("")
+                rows = []
+                for d in dets:
+                    row = [f"`{d}`"]
+                    for f in healthy:
+                        sel = m[(m["detector"] == d) & (m["family"] == f)]
+                        row.append(_cell(sel.iloc[0]["false_alarm_rate"], True, 0) if len(sel) else "–")
+                    rows.append(row)
+                parts.append(_table(["detector"] + healthy, rows))
+                parts.append("")
+    cpath = run_dir / "closed_metrics.csv"
+    if cpath.exists():
+        c = pd.read_csv(cpath, keep_default_na=False, na_values=[""])
+        call = c[c["family"] == "all"].sort_values("wasted_spend", kind="stable")
+        parts.append("## Closed loop (the detector sits in the harness)")
+        parts.append("")
+        rows = []
+        for _, r in call.iterrows():
+            rows.append([f"`{r['detector']}`", _cell(r["success_rate"], True), str(int(r["wasted_calls"])),
+                         f"${r['wasted_spend']:.3f}", str(int(r["nudges"])), str(int(r["prunes"])),
+                         str(int(r["escalations"])), str(int(r["stops"])), str(int(r["false_interventions"])),
+                         str(r["ended"]).replace(";", ", ")])
+        parts.append(_table(["detector", "task success", "wasted calls", "wasted spend", "nudges", "prunes",
+                             "escalations", "stops", "false interventions", "how episodes ended"], rows))
+        parts.append("")
+    errs = {k: v for k, v in manifest.get("detector_errors", {}).items() if v}
+    if errs:
+        parts.append("## Detector failures")
+        parts.append("")
+        parts += [f"- `{k}` failed on {v} episode(s); those episodes score as the worst outcome." for k, v in errs.items()]
+        parts.append("")
+    parts.append("## Detectors")
+    parts.append("")
+    for d in manifest.get("detectors", []):
+        parts.append(f"- `{d['label']}`: `{d['class']}` {json.dumps(d['params'], sort_keys=True)}")
+    parts.append("")
+    return "\n".join(parts)
+
+
+def write_scoreboard(run_dir: Path) -> Path:
+    path = Path(run_dir) / "scoreboard.md"
+    atomic_write(path, scoreboard_text(run_dir))
+    return path

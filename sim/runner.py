@@ -1,0 +1,333 @@
+"""The runner: a suite's episodes through every detector, open and closed loop, into a run folder.
+
+Data flows one way: suite -> scenarios -> episodes -> per-call scores -> outcomes ->
+metrics -> files. Every file is written atomically; ``metrics.csv`` holds only
+deterministic figures, measured costs go to ``timings.csv``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from detectors.protocol import Detector
+from detectors.registry import make_detector
+from scenarios.base import FAMILIES, Scenario, make_scenario
+from scenarios.suites import Suite
+
+from .files import write_csv, write_json
+from .harness import ClosedLoopStats, generate, simulate
+from .openloop import CallScore, DetectorFailure, score_episode
+from .scoring import DELTA, Outcome, advisory_rate, alarms_from, composite, episode_outcomes, load_profiles, summarize
+from .trace import write_trace
+from .tree import Episode
+
+CALL_COLUMNS = ["detector", "episode", "family", "call_id", "node", "call_index", "depth", "tool", "score", "verdict",
+                "label_loop", "label_kind"]
+EPISODE_COLUMNS = ["detector", "episode", "family", "unit", "outcome", "onset", "first_alarm", "delay", "late", "error"]
+METRIC_COLUMNS = ["detector", "family", "episodes", "tn", "fp", "early", "tp", "miss", "late", "errors",
+                  "false_alarm_rate", "miss_rate", "early_rate", "recall", "precision", "f1", "median_delay",
+                  "mean_delay", "alarms_per_1k", "score_standard", "score_low_FP", "score_low_FN"]
+TIMING_COLUMNS = ["detector", "mode", "checks", "p50_us", "p95_us", "mean_us", "total_s", "model_calls", "cache_hit_rate"]
+CLOSED_COLUMNS = ["detector", "episode", "family", "ended", "success", "executed", "wasted_calls", "wasted_spend",
+                  "spend", "nudge", "prune", "escalate", "stop", "false_interventions", "error"]
+CLOSED_METRIC_COLUMNS = ["detector", "family", "episodes", "success_rate", "wasted_calls", "wasted_spend", "spend",
+                         "interventions", "nudges", "prunes", "escalations", "stops", "false_interventions",
+                         "errors", "ended"]
+
+
+@dataclass
+class DetectorSpec:
+    """A detector as the user named it: a label, what to build, and its parameters."""
+
+    label: str
+    spec: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Detector:
+        return make_detector(self.spec, **self.params)
+
+
+@dataclass
+class RunConfig:
+    suite: Suite
+    detectors: list[DetectorSpec]
+    families: list[str]
+    episodes: int
+    seed: int
+    mode: str = "both"
+    delta: int = DELTA
+    out: Path = Path("runs/latest")
+    progress: bool = True
+
+    def resolved(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite.name,
+            "families": self.families,
+            "episodes_per_family": self.episodes,
+            "seed": self.seed,
+            "mode": self.mode,
+            "delta": self.delta,
+            "family_params": {f: {k: list(v) if isinstance(v, tuple) else v for k, v in p.items()}
+                              for f, p in sorted(self.suite.family_params.items()) if f in self.families},
+            "detectors": [{"label": d.label, "spec": d.spec, "params": d.params} for d in self.detectors],
+        }
+
+    def config_hash(self) -> str:
+        blob = json.dumps(self.resolved(), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def _bar(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="ep", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def build_scenarios(families: Sequence[str], episodes: int, seed: int, family_params: dict[str, dict[str, Any]]) -> list[Scenario]:
+    return [make_scenario(f, i, seed, **family_params.get(f, {})) for f in families for i in range(episodes)]
+
+
+def generate_episodes(scenarios: Sequence[Scenario], progress: bool = False) -> list[Episode]:
+    bar = _bar(len(scenarios), "generate", progress)
+    out = []
+    for sc in scenarios:
+        out.append(generate(sc))
+        if bar:
+            bar.update()
+    if bar:
+        bar.close()
+    return out
+
+
+@dataclass
+class OpenResult:
+    label: str
+    scores: dict[str, list[CallScore]]
+    errors: dict[str, str]
+    seconds: float
+
+
+def run_open(label: str, detector: Detector, episodes: Sequence[Episode], bar=None) -> OpenResult:
+    prefetch = getattr(detector, "prefetch", None)
+    if callable(prefetch):
+        # Detectors with a model encode every distinct text of the suite in one batch.
+        prefetch([n.call for ep in episodes for n in ep.tool_nodes()])
+    scores: dict[str, list[CallScore]] = {}
+    errors: dict[str, str] = {}
+    t0 = time.perf_counter()
+    for ep in episodes:
+        try:
+            scores[ep.id] = score_episode(detector, ep)
+        except DetectorFailure as exc:
+            errors[ep.id] = str(exc)
+        if bar:
+            bar.update()
+    return OpenResult(label, scores, errors, time.perf_counter() - t0)
+
+
+def run_closed(label: str, detector: Detector, scenarios: Sequence[Scenario], bar=None) -> dict[str, ClosedLoopStats]:
+    out = {}
+    for sc in scenarios:
+        try:
+            out[sc.id] = simulate(sc, detector).stats
+        except Exception as exc:  # a detector that raises ends its episode as a failure
+            st = ClosedLoopStats(ended="detector_error", success=False)
+            st.detector_error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            out[sc.id] = st
+        if bar:
+            bar.update()
+    return out
+
+
+def _pct(values: list[int], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    k = min(len(values) - 1, max(0, int(round(q * (len(values) - 1)))))
+    return values[k] / 1000.0
+
+
+def metric_rows(label: str, episodes: Sequence[Episode], res: OpenResult, delta: int,
+                profiles: dict[str, dict[str, float]]) -> tuple[list[dict], list[dict]]:
+    by_family: dict[str, list[Outcome]] = defaultdict(list)
+    outcome_rows = []
+    for ep in episodes:
+        if ep.id in res.errors:
+            outs = episode_outcomes(ep, {}, delta, error=res.errors[ep.id])
+        else:
+            outs = episode_outcomes(ep, alarms_from(res.scores[ep.id]), delta)
+        for o in outs:
+            by_family[o.family].append(o)
+            outcome_rows.append({"detector": label, **asdict(o)})
+    rows = []
+    fam_eps: dict[str, list[Episode]] = defaultdict(list)
+    for ep in episodes:
+        fam_eps[ep.family].append(ep)
+    groups = [(f, by_family[f], fam_eps[f]) for f in sorted(by_family)]
+    groups.append(("all", [o for f in sorted(by_family) for o in by_family[f]], list(episodes)))
+    for fam, outs, eps in groups:
+        row = {"detector": label, "family": fam, **summarize(outs, delta)}
+        alarms, calls = advisory_rate(eps, res.scores)
+        row["alarms_per_1k"] = 1000.0 * alarms / calls if calls else None
+        for pname, w in profiles.items():
+            row[f"score_{pname}"] = composite(outs, w, delta) if any(o.outcome != "unlabelled" for o in outs) else None
+        rows.append(row)
+    return rows, outcome_rows
+
+
+def closed_rows(label: str, scenarios: Sequence[Scenario], stats: dict[str, ClosedLoopStats]) -> tuple[list[dict], list[dict]]:
+    per_ep = []
+    for sc in scenarios:
+        st = stats[sc.id]
+        per_ep.append({
+            "detector": label, "episode": sc.id, "family": sc.family, "ended": st.ended, "success": st.success,
+            "executed": st.executed, "wasted_calls": st.wasted_calls, "wasted_spend": st.wasted_spend, "spend": st.spend,
+            "nudge": st.interventions.get("nudge", 0), "prune": st.interventions.get("prune", 0),
+            "escalate": st.interventions.get("escalate", 0), "stop": st.interventions.get("stop", 0),
+            "false_interventions": st.false_interventions, "error": st.detector_error,
+        })
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in per_ep:
+        groups[r["family"]].append(r)
+    out = []
+    for fam, rs in [(f, groups[f]) for f in sorted(groups)] + [("all", per_ep)]:
+        ended = Counter(r["ended"] for r in rs)
+        out.append({
+            "detector": label, "family": fam, "episodes": len(rs),
+            "success_rate": sum(r["success"] for r in rs) / len(rs),
+            "wasted_calls": sum(r["wasted_calls"] for r in rs), "wasted_spend": sum(r["wasted_spend"] for r in rs),
+            "spend": sum(r["spend"] for r in rs),
+            "interventions": sum(r["nudge"] + r["prune"] + r["escalate"] + r["stop"] for r in rs),
+            "nudges": sum(r["nudge"] for r in rs), "prunes": sum(r["prune"] for r in rs),
+            "escalations": sum(r["escalate"] for r in rs), "stops": sum(r["stop"] for r in rs),
+            "false_interventions": sum(r["false_interventions"] for r in rs),
+            "errors": sum(1 for r in rs if r["error"]),
+            "ended": ";".join(f"{k}={v}" for k, v in sorted(ended.items())),
+        })
+    return out, per_ep
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("loopbench", "numpy", "pandas", "matplotlib", "orjson", "xxhash", "sentence-transformers", "torch"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def evaluate_open(built: Sequence[tuple[str, Detector]], episodes: Sequence[Episode], delta: int,
+                  profiles: dict[str, dict[str, float]], progress: bool = False):
+    """Score every episode with every detector: (metrics, outcomes, calls, timings, errors) rows."""
+    metrics, outcomes, calls, timings = [], [], [], []
+    errors: dict[str, int] = {}
+    nodes = {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
+    fam_of = {ep.id: ep.family for ep in episodes}
+    bar = _bar(len(episodes) * len(built), "open loop", progress)
+    for label, det in built:
+        res = run_open(label, det, episodes, bar)
+        rows, orows = metric_rows(label, episodes, res, delta, profiles)
+        metrics += rows
+        outcomes += orows
+        errors[label] = len(res.errors)
+        ns = [s.ns for sc in res.scores.values() for s in sc]
+        timings.append(_timing_row(label, "open", ns, res.seconds, det))
+        for eid, scs in res.scores.items():
+            for s in scs:
+                node = nodes[(eid, s.node_id)]
+                calls.append({
+                    "detector": label, "episode": eid, "family": fam_of[eid], "call_id": node.call.call_id,
+                    "node": s.node_id, "call_index": s.call_index, "depth": s.depth, "tool": node.call.tool,
+                    "score": s.score, "verdict": s.verdict.value,
+                    "label_loop": node.label.loop if node.label else None,
+                    "label_kind": node.label.kind if node.label else None,
+                })
+    if bar:
+        bar.close()
+    return metrics, outcomes, calls, timings, errors
+
+
+def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Run the benchmark and write the run folder. Returns a summary for ``--json``."""
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    profiles_version, profiles = load_profiles()
+    t_start = time.perf_counter()
+    scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params)
+    episodes = generate_episodes(scenarios, config.progress)
+    write_trace(out / "trace.jsonl", episodes)
+    log(f"generated {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls")
+    built = [(d.label, d.build()) for d in config.detectors]
+    metrics, outcomes, calls, timings, errors = [], [], [], [], {}
+    closed_m, closed_e = [], []
+    if config.mode in ("open", "both"):
+        metrics, outcomes, calls, timings, errors = evaluate_open(built, episodes, config.delta, profiles, config.progress)
+    if config.mode in ("closed", "both"):
+        bar = _bar(len(scenarios) * len(built), "closed loop", config.progress)
+        for label, det in built:
+            t0 = time.perf_counter()
+            stats = run_closed(label, det, scenarios, bar)
+            m, e = closed_rows(label, scenarios, stats)
+            closed_m += m
+            closed_e += e
+            ns = [n for st in stats.values() for n in st.check_ns]
+            timings.append(_timing_row(label, "closed", ns, time.perf_counter() - t0, det))
+        if bar:
+            bar.close()
+    wall = time.perf_counter() - t_start
+    write_csv(out / "metrics.csv", metrics, METRIC_COLUMNS)
+    write_csv(out / "episodes.csv", outcomes, EPISODE_COLUMNS)
+    write_csv(out / "calls.csv", calls, CALL_COLUMNS)
+    write_csv(out / "timings.csv", timings, TIMING_COLUMNS)
+    if closed_m:
+        write_csv(out / "closed_metrics.csv", closed_m, CLOSED_METRIC_COLUMNS)
+        write_csv(out / "closed.csv", closed_e, CLOSED_COLUMNS)
+    manifest = {
+        "loopbench": "run",
+        "config_hash": config.config_hash(),
+        "config": config.resolved(),
+        "profiles_version": profiles_version,
+        "profiles": profiles,
+        "versions": _versions(),
+        "seeds": {"suite": config.seed},
+        "detectors": [{"label": label, "name": getattr(det, "name", label), "class": f"{type(det).__module__}:{type(det).__qualname__}",
+                       "params": _jsonable(det.get_params() if hasattr(det, "get_params") else {})} for label, det in built],
+        "episodes": len(episodes),
+        "tool_calls": sum(len(e.tool_nodes()) for e in episodes),
+        "detector_errors": errors,
+        "wall_seconds": round(wall, 3),
+    }
+    write_json(out / "manifest.json", manifest)
+    from .report import write_scoreboard
+
+    write_scoreboard(out)
+    return {"out": str(out), "config_hash": manifest["config_hash"], "episodes": len(episodes),
+            "wall_seconds": manifest["wall_seconds"], "metrics": [r for r in metrics if r["family"] == "all"],
+            "closed": [r for r in closed_m if r["family"] == "all"], "detector_errors": errors}
+
+
+def _timing_row(label: str, mode: str, ns: list[int], seconds: float, det: Any) -> dict[str, Any]:
+    lookups = getattr(det, "cache_lookups", None)
+    hits = getattr(det, "cache_hits", None)
+    return {
+        "detector": label, "mode": mode, "checks": len(ns), "p50_us": _pct(ns, 0.5), "p95_us": _pct(ns, 0.95),
+        "mean_us": statistics.fmean(ns) / 1000.0 if ns else None, "total_s": seconds,
+        "model_calls": getattr(det, "model_calls", 0),
+        "cache_hit_rate": (hits / lookups) if lookups else None,
+    }
+
+
+def _jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=repr))

@@ -1,0 +1,85 @@
+"""Scenario families: deterministic per seed, labels right by construction and validated."""
+import pytest
+
+import scenarios.families  # noqa: F401
+from scenarios.base import FAMILIES, HEALTHY_FAMILIES, LOOP_FAMILIES, make_scenario
+from scenarios.world import World
+from sim.harness import LabelError, generate, simulate
+from sim.trace import dumps_events, episode_events
+from sim.tree import ToolNode
+
+from scenarios.agents import Intent, Script
+from scenarios.base import Scenario
+from detectors.protocol import ToolCall
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_every_family_generates_valid_labelled_episodes(name):
+    info = FAMILIES[name]
+    for i in range(12):
+        ep = generate(make_scenario(name, i, suite_seed=3))  # raises LabelError on any disagreement
+        nodes = ep.tool_nodes()
+        assert nodes and all(n.label is not None for n in nodes)
+        assert ep.looping == info.looping, f"{name} #{i}"
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_generation_is_deterministic_per_seed(name):
+    a = dumps_events(episode_events(generate(make_scenario(name, 5, suite_seed=9))))
+    b = dumps_events(episode_events(generate(make_scenario(name, 5, suite_seed=9))))
+    c = dumps_events(episode_events(generate(make_scenario(name, 6, suite_seed=9))))
+    assert a == b and a != c
+
+
+def test_onset_is_the_first_call_that_gains_nothing():
+    for i in range(10):
+        ep = generate(make_scenario("stale", i))
+        for path in ep.paths():
+            calls = [n for n in path if isinstance(n, ToolNode)]
+            flags = [n.label.loop for n in calls]
+            if any(flags):
+                onset = flags.index(True)
+                assert not any(flags[:onset])
+
+
+def test_a_script_whose_intent_contradicts_the_world_fails_loudly():
+    world = World.build(1)
+    path = sorted(world.files)[0]
+    read = ToolCall("read_file", {"path": path})
+    # The author claims the second read is progress; the world says it gains nothing.
+    script = Script((Intent((read,)), Intent((read,))))
+    with pytest.raises(LabelError, match="expected progress but the world says it gains nothing"):
+        generate(Scenario("bad", "healthy", 0, world, script))
+
+
+def test_families_cover_spec_section_3():
+    assert set(LOOP_FAMILIES) | set(HEALTHY_FAMILIES) >= set(FAMILIES)
+
+
+def test_trees_really_branch():
+    ep = generate(make_scenario("branch_siblings", 0, branching=3))
+    assert len(ep.leaves()) == 3 and not ep.is_linear()
+    looped_trees = [generate(make_scenario("stale", i)) for i in range(20)]
+    assert any(not e.is_linear() for e in looped_trees) and any(e.is_linear() for e in looped_trees)
+
+
+def test_closed_loop_prune_ends_the_branch_with_no_children():
+    from detectors.exact import ExactDetector
+
+    sc = make_scenario("stale", 0, tree_share=0.0)
+    res = simulate(sc, ExactDetector())
+    assert res.stats.interventions["prune"] >= 1
+    assert res.stats.ended == "pruned" and not res.stats.success
+    pruned = [n for n in res.episode.tool_nodes() if n.observation is None]
+    assert pruned and all(n.id not in res.episode.children for n in pruned)
+
+
+def test_closed_loop_nudge_lets_an_obedient_agent_recover():
+    from detectors.normalized import NormalizedDetector
+
+    sc = make_scenario("stale", 1, tree_share=0.0)
+    sc.persona = "diligent"  # always changes course after a nudge
+    res = simulate(sc, NormalizedDetector())
+    assert res.stats.interventions["nudge"] == 1 and res.stats.success
+    unguarded = simulate(sc, None)
+    assert res.stats.wasted_calls < unguarded.stats.wasted_calls

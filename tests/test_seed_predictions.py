@@ -1,0 +1,41 @@
+"""What the seeds predict, checked on a real (quick) run of the benchmark."""
+import pytest
+
+from scenarios.suites import load_suite
+from sim.runner import DetectorSpec, RunConfig, run
+
+
+@pytest.fixture(scope="module")
+def metrics(tmp_path_factory):
+    import csv
+
+    out = tmp_path_factory.mktemp("pred")
+    suite = load_suite("quick")
+    cfg = RunConfig(suite=suite, detectors=[DetectorSpec(n, n) for n in ("exact", "normalized", "step_budget")],
+                    families=suite.families, episodes=8, seed=11, mode="open", out=out, progress=False)
+    run(cfg)
+    with open(out / "metrics.csv") as fh:
+        return {(r["detector"], r["family"]): r for r in csv.DictReader(fh)}
+
+
+def f(metrics, det, fam, col):
+    return float(metrics[(det, fam)][col])
+
+
+def test_exact_misses_paraphrases(metrics):
+    assert f(metrics, "exact", "paraphrased", "miss_rate") == 1.0
+
+
+def test_normalized_catches_cosmetic_variants_that_exact_misses(metrics):
+    assert f(metrics, "normalized", "cosmetic", "miss_rate") < f(metrics, "exact", "cosmetic", "miss_rate")
+
+
+def test_run_wide_counter_flags_sibling_branches_the_path_local_one_does_not(metrics):
+    assert f(metrics, "exact", "branch_siblings", "false_alarm_rate") == 0.0
+    assert f(metrics, "normalized", "branch_siblings", "false_alarm_rate") > 0.5
+
+
+def test_step_budget_catches_everything_late(metrics):
+    row = metrics[("step_budget", "all")]
+    looping = int(row["tp"]) + int(row["miss"]) + int(row["early"])
+    assert int(row["tp"]) == 0 and int(row["late"]) >= 0.8 * looping
