@@ -12,6 +12,7 @@ import orjson
 import xxhash
 
 _SORTED = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_ORDERED = orjson.OPT_NON_STR_KEYS
 
 
 def _fallback(value: Any) -> Any:
@@ -37,14 +38,29 @@ def canonical_json(value: Any) -> bytes:
         return _canonical_slow(value).encode("utf-8", "replace")
 
 
-def _canonical_slow(value: Any, depth: int = 0) -> str:
+def ordered_json(value: Any) -> bytes:
+    """JSON bytes that keep each object's key order, as JavaScript's ``JSON.stringify`` does.
+
+    For peers whose identity is order-sensitive (Gemini CLI); everything else should use
+    :func:`canonical_json`.
+    """
+    try:
+        return orjson.dumps(value, option=_ORDERED, default=_fallback)
+    except (TypeError, orjson.JSONEncodeError):
+        return _canonical_slow(value, sort_keys=False).encode("utf-8", "replace")
+
+
+def _canonical_slow(value: Any, depth: int = 0, sort_keys: bool = True) -> str:
     if depth > 10_000:
         return '"<too deep>"'
     if isinstance(value, Mapping):
-        items = sorted((str(k), v) for k, v in value.items())
-        return "{" + ",".join(f"{orjson.dumps(k).decode()}:{_canonical_slow(v, depth + 1)}" for k, v in items) + "}"
+        items = [(str(k), v) for k, v in value.items()]
+        if sort_keys:
+            items.sort(key=lambda kv: kv[0])
+        body = ",".join(f"{orjson.dumps(k).decode()}:{_canonical_slow(v, depth + 1, sort_keys)}" for k, v in items)
+        return "{" + body + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_canonical_slow(v, depth + 1) for v in value) + "]"
+        return "[" + ",".join(_canonical_slow(v, depth + 1, sort_keys) for v in value) + "]"
     if isinstance(value, float) and not math.isfinite(value):
         return "null"
     if isinstance(value, (str, bool, float)) or value is None:
@@ -67,6 +83,11 @@ def stable_hash(args: Any) -> int:
 def exact_signature(tool: str, args: Any) -> str:
     """``tool:hash`` as in the seed tree executor: key order never matters."""
     return f"{tool}:{stable_hash(args)}"
+
+
+def ordered_signature(tool: str, args: Any) -> str:
+    """``tool:hash`` over :func:`ordered_json`: the same arguments in another key order differ."""
+    return f"{tool}:{xxhash.xxh3_64_intdigest(ordered_json(args))}"
 
 
 def normalized_signature(tool: str, args: Mapping[str, Any]) -> str:

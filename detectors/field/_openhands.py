@@ -1,0 +1,195 @@
+"""The event history both OpenHands stuck detectors read, and the patterns they look for.
+
+OpenHands checks *before each agent step* from the history alone: the actions and
+observations so far and the agent's standalone messages. In our protocol that check
+lands on the next proposed call, and the call's own arguments play no part.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Hashable, NamedTuple
+
+from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
+from ..signature import exact_signature
+from ._common import CallMemo, observation_key, observation_text
+
+
+class Action(NamedTuple):
+    seq: int  # position among the window's events
+    key: Hashable
+    tool: str
+
+
+class Outcome(NamedTuple):
+    seq: int
+    key: Hashable
+    error: bool
+    text: str  # the start of the error text, for the corrective nudge ("" when not an error)
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    actions: tuple[Action, ...] = ()  # newest last, bounded
+    outcomes: tuple[Outcome, ...] = ()
+    messages: tuple[str, ...] = ()  # standalone agent messages since the last breaking event
+    seq: int = 0  # events since the window (re)started
+    calls: int = 0  # calls on the path, never reset: loop_start_idx is a path call index
+    thought: str | None = None  # the latest agent text: the thought of the calls of its turn
+    thought_used: bool = True  # False while that text has proposed no call yet
+    nudged_seq: int | None = None  # first event of the action-error streak already nudged for
+
+
+class Finding(NamedTuple):
+    score: float  # the largest pattern ratio: 1.0 is where a pattern trips
+    loop_type: str
+    repeats: int
+    start: int | None  # path call index of the oldest action in the matched window
+    ratio_other: float  # the largest ratio of the patterns other than action-error
+    nudge_due: bool  # the action-error streak just reached its threshold and was not nudged yet
+    streak_seq: int | None  # first event of the current action-error streak
+
+
+def _trailing(items, same) -> int:
+    """Length of the trailing run of ``items`` for which ``same(item, last)`` holds."""
+    if not items:
+        return 0
+    last, n = items[-1], 0
+    for item in reversed(items):
+        if not same(item, last):
+            break
+        n += 1
+    return n
+
+
+def _alternating(keys: list) -> int:
+    """Length of the trailing stretch where every key equals the one two before it."""
+    n = len(keys)
+    if n < 3:
+        return n
+    length = 2
+    for i in range(n - 3, -1, -1):
+        if keys[i] != keys[i + 2]:
+            break
+        length += 1
+    return length
+
+
+class OpenHandsBase(Detector):
+    """Shared machinery; subclasses set the thresholds, window and equality details.
+
+    Subclass attributes read here: ``action_observation``, ``action_error``,
+    ``monologue``, ``alternating_pattern`` (thresholds), ``max_events`` (window, or None),
+    ``compare_thought``, ``_shell_tools`` (observations compared by error flag only),
+    ``_user_resets`` (a user message restarts the window), ``_monologue_by_content``,
+    ``_actions_break_monologue`` and ``_nudge_tier`` (an action-error streak of exactly
+    ``action_error`` nudges once; STUCK needs one more failure).
+
+    A call that did not run (pruned, or answered by a guard's nudge) is not an event:
+    OpenHands drops null observations, and the SDK's nudge is an environment message
+    that does not take the place of an action.
+    """
+
+    _shell_tools: frozenset[str] = frozenset()
+    _nudge_tier = False
+    _user_resets = True
+    _monologue_by_content = True
+    _actions_break_monologue = False
+
+    def _setup(self) -> None:
+        self._sig = CallMemo(lambda call: exact_signature(call.tool, call.args))
+        self._keep = max(self.action_observation, self.action_error + 1, self.alternating_pattern, self.monologue)
+        self._min_events = min(self.action_observation, self.action_error, self.monologue)
+
+    def start(self) -> History:
+        return History()
+
+    # -- the analysis ----------------------------------------------------------------
+    def analyse(self, state: History) -> Finding | None:
+        if self.max_events is None:
+            acts, outs, window = list(state.actions), list(state.outcomes), state.seq
+        else:
+            lo = state.seq - self.max_events
+            acts = [a for a in state.actions if a.seq >= lo]
+            outs = [o for o in state.outcomes if o.seq >= lo]
+            window = min(state.seq, self.max_events)
+        if window < self._min_events:
+            return None
+        run_a = _trailing(acts, lambda a, b: a.key == b.key)
+        run_o = _trailing(outs, lambda a, b: a.key == b.key)
+        run_err = _trailing(outs, lambda a, b: a.error) if outs and outs[-1].error else 0
+        alt = min(_alternating([a.key for a in acts]), _alternating([o.key for o in outs]))
+        if self._monologue_by_content:
+            mono = _trailing(state.messages, lambda a, b: a == b)
+        else:
+            mono = len(state.messages)
+        pairs = min(run_a, run_o)
+        streak = min(run_a, run_err)
+        streak_seq = acts[-streak].seq if streak else None
+        nudged = self._nudge_tier and streak > 0 and state.nudged_seq == streak_seq
+        # Once the nudge for this streak was given, what remains is STUCK at one failure more.
+        error_threshold = self.action_error + 1 if nudged else self.action_error
+        candidates = [
+            (pairs / self.action_observation, "repeating_action_observation", pairs, pairs),
+            (streak / error_threshold, "repeating_action_error", streak, streak),
+            (alt / self.alternating_pattern, "repeating_action_observation_pattern", alt // 2, alt),
+            (mono / self.monologue, "monologue", mono, 0),
+        ]
+        score, loop_type, repeats, span = max(candidates, key=lambda c: c[0])
+        start = state.calls - span if span else None
+        other = max(c[0] for c in candidates if c[1] != "repeating_action_error")
+        nudge_due = self._nudge_tier and not nudged and streak == self.action_error
+        return Finding(score, loop_type, repeats, start, other, nudge_due, streak_seq)
+
+    def decide(self, state: History, finding: Finding) -> Decision:
+        raise NotImplementedError
+
+    def check(self, state: History, call: ToolCall) -> Decision:
+        finding = self.analyse(state)
+        if finding is None:
+            return Decision(Verdict.ALLOW, 0.0)
+        if finding.score < 1.0:
+            return Decision(Verdict.ALLOW, finding.score)
+        return self.decide(state, finding)
+
+    @staticmethod
+    def stuck_event(finding: Finding) -> tuple[str, dict]:
+        return ("stuck:detected", {"loop_type": finding.loop_type, "loop_repeat_times": finding.repeats,
+                                   "loop_start_idx": finding.start})
+
+    # -- the history -----------------------------------------------------------------
+    def _action_key(self, state: History, call: ToolCall) -> Hashable:
+        sig = self._sig(call)
+        return (sig, state.thought) if self.compare_thought else sig
+
+    def _outcome(self, seq: int, call: ToolCall, observation: Observation) -> Outcome:
+        error = bool(observation.error)
+        if call.tool in self._shell_tools:
+            key: Hashable = ("exit", error)  # command output ignored: command + exit code only
+        else:
+            key = observation_key(observation)
+        return Outcome(seq, key, error, observation_text(observation)[:200] if error else "")
+
+    def record(self, state: History, call: ToolCall, decision: Decision, observation: Observation | None) -> History:
+        nudged_seq = state.nudged_seq
+        if decision.verdict is Verdict.NUDGE:
+            finding = self.analyse(state)
+            nudged_seq = finding.streak_seq if finding is not None else None
+        if observation is None or observation.nudge:
+            return replace(state, calls=state.calls + 1, thought_used=True, nudged_seq=nudged_seq)
+        keep = self._keep
+        seq = state.seq
+        actions = (state.actions + (Action(seq, self._action_key(state, call), call.tool),))[-keep:]
+        outcomes = (state.outcomes + (self._outcome(seq + 1, call, observation),))[-keep:]
+        return History(actions, outcomes, (), seq + 2, state.calls + 1, state.thought, True, nudged_seq)
+
+    def on_message(self, state: History, message: Message) -> History:
+        if message.role == "user":
+            return History(calls=state.calls) if self._user_resets else state
+        if message.role != "assistant":
+            return state  # harness and environment messages are transparent
+        messages, seq = state.messages, state.seq
+        if state.thought is not None and not state.thought_used:
+            # The previous agent text proposed no call: it was a message of its own.
+            messages = (messages + (state.thought,))[-self._keep:]
+            seq += 1
+        return replace(state, messages=messages, seq=seq, thought=message.content, thought_used=False)

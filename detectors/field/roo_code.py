@@ -1,0 +1,95 @@
+"""``roo_code``: Roo Code's ``ToolRepetitionDetector`` — the (limit+1)-th identical consecutive call asks the user."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..protocol import Decision, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
+from ..signature import exact_signature
+from ._common import EMPTY_RUN, CallMemo, Run
+
+
+def model_text(tool: str) -> str:
+    """The tool error Roo hands back to the model, word for word."""
+    return f"Tool call repetition limit reached for {tool}. Please try a different approach."
+
+
+def user_text(tool: str) -> str:
+    """The ``mistake_limit_reached`` question shown to the user (its head, as quoted in PEERS.md)."""
+    return f"Roo appears to be stuck in a loop, attempting the same action ({tool}) repeatedly."
+
+
+class RooCodeDetector(Detector):
+    """Block the (``limit`` + 1)-th identical *consecutive* call and ask the user.
+
+    **Identity**: sorted-key JSON of the tool name and its parameters (Roo keys
+    ``{name, params, nativeArgs}``; our calls carry one argument object, so this is the
+    tree executor's exact signature). **Rule**: consecutive only — the counter is 0 for a
+    new call and grows by one per identical call right after it; the call is blocked
+    when the counter reaches ``limit`` (default 3 = ``DEFAULT_CONSECUTIVE_MISTAKE_LIMIT``),
+    i.e. the 4th identical call in a row. ``limit <= 0`` means unlimited (what tasks
+    started through Roo's API get). Any different call in between resets the counter, so
+    A,B,A,B never accumulates. The score is the counter, and the detector alarms iff
+    ``score >= limit``.
+
+    **Intervention**: the call is not run and the user is asked → ``escalate``; the
+    decision carries the tool error the model receives as ``message`` and the user
+    question as ``stream``.
+
+    **Mapping notes**: after a block Roo resets its counter, so the next identical call
+    would run once more before the next block. In Roo that happens only after the user
+    answered; ``escalate`` ends our episode, so we keep counting through the block (every
+    further repeat stays flagged) to keep ``alarm iff score >= limit`` exact for sweeps.
+    Per-tool overrides model Roo's historical ``browser_action`` scroll exemption
+    (``{"tool": {"exempt": True}}``: transparent, neither resetting nor advancing the
+    counter) and Kilo Code's raised per-tool limit (``{"tool": {"limit": N}}``). The
+    related "no tool use" mistake counter (turns without a tool call) is left out: it
+    fires on model turns, not on a proposed call.
+
+    >>> det = RooCodeDetector()
+    >>> s = det.start()
+    >>> out = []
+    >>> for i in range(4):
+    ...     call = ToolCall("read_file", {"path": "a.py"})
+    ...     d = det.check(s, call)
+    ...     s = det.record(s, call, d, Observation("same"))
+    ...     out.append(d.verdict.value)
+    >>> out
+    ['allow', 'allow', 'allow', 'escalate']
+    """
+
+    threshold_param = "limit"
+
+    def __init__(self, *, limit: int = 3, tool_overrides: Mapping[str, Mapping[str, Any]] | None = None):
+        self.limit = limit
+        self.tool_overrides = tool_overrides
+        self._key = CallMemo(lambda call: exact_signature(call.tool, call.args))
+
+    def start(self) -> Run:
+        return EMPTY_RUN
+
+    def threshold_for(self, tool: str, value: float) -> float:
+        if tool_exempt(self.tool_overrides, tool):
+            return float("inf")
+        limit = tool_param(self.tool_overrides, tool, "limit", value)
+        return float("inf") if limit <= 0 else limit
+
+    def check(self, state: Run, call: ToolCall) -> Decision:
+        if tool_exempt(self.tool_overrides, call.tool):
+            return Decision(Verdict.ALLOW, 0.0)
+        count = state.prior(self._key(call))
+        limit = self.threshold_for(call.tool, self.limit)
+        if count < limit:
+            return Decision(Verdict.ALLOW, float(count))
+        return Decision(
+            Verdict.ESCALATE,
+            float(count),
+            message=model_text(call.tool),
+            reason=f"{call.tool} repeated {count + 1} times in a row (limit {limit:g})",
+            events=(("consecutive_mistake", {"kind": "tool_repetition", "tool": call.tool, "count": count + 1}),),
+            stream=(user_text(call.tool),),
+        )
+
+    def record(self, state: Run, call: ToolCall, decision: Decision, observation: Observation | None) -> Run:
+        if tool_exempt(self.tool_overrides, call.tool):
+            return state
+        return state.extend(self._key(call))
