@@ -1,0 +1,171 @@
+"""Shared plumbing for the importers: building a linear Episode, files and problem reports.
+
+Every importer turns one source record into one chain of ThinkNodes and ToolNodes in the
+order the source logged them, and reports a malformed record as a one-line problem
+naming the file and line or record instead of raising.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import orjson
+
+from detectors.protocol import Message, Observation, ToolCall
+from sim.trace import TraceError
+from sim.tree import Episode, ThinkNode, ToolNode
+
+#: Where an importer sends its one-line problem reports.
+Report = Callable[[str], None]
+
+
+class ImportProblemWarning(UserWarning):
+    """A malformed source record, reported when the caller did not collect problems."""
+
+
+def reporter(problems: list[str] | None) -> Report:
+    if problems is not None:
+        return problems.append
+    # Nobody is collecting: a warning keeps the problem visible instead of dropping it.
+    return lambda text: warnings.warn(text, ImportProblemWarning, stacklevel=3)
+
+
+class EpisodeBuilder:
+    """Appends nodes to one linear episode and keeps its call ids unique.
+
+    Source formats may reuse a call id inside one conversation; the trace format pairs a
+    result with the oldest open call of that id, so a reused id is written as
+    ``<id>~<k>`` (k = 2, 3, ...) to make every call's result unambiguous on re-reading.
+    """
+
+    def __init__(self, episode_id: str, fmt: str, source: Path, **meta: Any) -> None:
+        self.ep = Episode(episode_id, family="replay", meta={"source_format": fmt, "source_file": source.name, **meta})
+        self._last: str | None = None
+        self._call_ids: dict[str, int] = {}
+
+    def _next_id(self) -> str:
+        return f"n{len(self.ep.nodes)}"
+
+    def message(self, role: str, content: str) -> ThinkNode:
+        node = ThinkNode(self._next_id(), self._last, Message(role, content))
+        self.ep.add(node)
+        self._last = node.id
+        return node
+
+    def call(self, tool: str, args: dict[str, Any], call_id: str | None = None, turn: int | None = None) -> ToolNode:
+        nid = self._next_id()
+        cid = str(call_id) if call_id not in (None, "") else nid
+        seen = self._call_ids.get(cid, 0) + 1
+        self._call_ids[cid] = seen
+        if seen > 1:
+            cid = f"{cid}~{seen}"
+        node = ToolNode(nid, self._last, ToolCall(tool, args, cid, None, turn), None)
+        self.ep.add(node)
+        self._last = node.id
+        return node
+
+    @staticmethod
+    def result(node: ToolNode, content: str, error: bool = False) -> None:
+        node.observation = Observation(content, error)
+
+
+def unique_id(seen: set[str], wanted: str) -> str:
+    """``wanted``, or ``wanted#2``, ``wanted#3``... if an earlier episode took it."""
+    eid, k = wanted, 1
+    while eid in seen:
+        k += 1
+        eid = f"{wanted}#{k}"
+    seen.add(eid)
+    return eid
+
+
+def as_text(content: Any) -> str:
+    """Message content as text: strings as they are, OpenAI content parts joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) for p in content):
+        texts = [p["text"] for p in content if isinstance(p.get("text"), str)]
+        if len(texts) == len(content):
+            return "".join(texts)
+    return orjson.dumps(content, default=repr).decode()
+
+
+def parse_arguments(raw: Any, report: Report, where: str) -> dict[str, Any]:
+    """Tool arguments as an object; text that is not a JSON object becomes ``{"_raw": text}``."""
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        try:
+            val = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            report(f"{where}: arguments are not valid JSON, kept as {{'_raw': text}}")
+            return {"_raw": raw}
+        if isinstance(val, dict):
+            return val
+        report(f"{where}: arguments are JSON but not an object, kept as {{'_raw': text}}")
+        return {"_raw": raw}
+    report(f"{where}: arguments must be a JSON string or object, got {type(raw).__name__}; kept as {{'_raw': text}}")
+    return {"_raw": orjson.dumps(raw, default=repr).decode()}
+
+
+def _natural_key(path: Path) -> list:
+    # 2.json before 10.json, as the corpora number their files.
+    return [int(tok) if tok.isdigit() else tok for tok in re.split(r"(\d+)", path.name)]
+
+
+def source_files(path: str | Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """The file itself, or a directory's files with one of ``suffixes`` in natural order."""
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file or directory")
+    if path.is_dir():
+        return sorted((p for p in path.iterdir() if p.is_file() and p.name.endswith(suffixes)), key=_natural_key)
+    return [path]
+
+
+def each_file(
+    path: str | Path,
+    suffixes: tuple[str, ...],
+    iter_file: Callable[[Path, Report, set[str]], Iterable[Episode]],
+    problems: list[str] | None,
+) -> Iterator[Episode]:
+    """Run ``iter_file`` over a file or a directory, keeping episode ids unique across files."""
+    report = reporter(problems)
+    seen: set[str] = set()
+    for file in source_files(path, suffixes):
+        try:
+            yield from iter_file(file, report, seen)
+        except OSError as exc:
+            report(f"{file}: cannot read ({exc.strerror or exc}), skipped")
+
+
+def load_json(path: Path, report: Report) -> Any:
+    """A whole-file JSON document, or ``None`` (with a problem) if it does not parse."""
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        report(f"{path}: not valid JSON ({str(exc).split(':')[0]}), skipped")
+        return None
+
+
+def history_run(path: Path, report: Report, seen: set[str], fmt: str) -> tuple[EpisodeBuilder, list[Any]] | None:
+    """Start the episode of a Who&When log file: its builder and its ``history`` list.
+
+    Only ``question_ID`` goes to ``meta``; the benchmark's annotations stay behind.
+    """
+    data = load_json(path, report)
+    if data is None:
+        return None
+    history = data.get("history") if isinstance(data, dict) else None
+    if not isinstance(history, list):
+        report(f"{path}: expected an object with a 'history' list, skipped")
+        return None
+    qid = data.get("question_ID")
+    meta = {"question_ID": qid} if isinstance(qid, str) else {}
+    return EpisodeBuilder(unique_id(seen, path.stem), fmt, path, **meta), history

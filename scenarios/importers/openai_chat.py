@@ -1,0 +1,127 @@
+"""Import OpenAI-style chat transcripts: JSON Lines, one conversation per line.
+
+A line is ``{"messages": [...]}`` (other keys are ignored) or a bare list of messages.
+Mapping:
+
+- ``system`` / ``user`` / ``assistant`` messages (any role but ``tool``/``function``)
+  become ThinkNodes with that role; an assistant message that only carries tool calls
+  and no text gets no ThinkNode.
+- each entry of an assistant's ``tool_calls`` (``{id, function: {name, arguments}}``)
+  becomes a ToolNode; ``arguments`` is a JSON string and is parsed, and text that is
+  not a JSON object is kept as ``{"_raw": text}`` with a problem noted. The legacy
+  ``function_call`` field is one call without an id. ``turn`` is the message's index.
+- a ``tool`` message is the result of the open call with its ``tool_call_id``; when
+  several open calls share that id (formats that reuse ids), the oldest one takes it,
+  i.e. calls and results are paired by position. A result without an id (legacy
+  ``function`` role) goes to the oldest open call. The trace format needs unique ids,
+  so a reused id is written as ``<id>~2``, ``<id>~3``...
+
+Episode ids are ``<file stem>:<k>`` with k the 0-based index of the line among the
+file's non-blank lines, so a malformed line never renumbers the others.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import orjson
+
+from sim.trace import iter_lines
+from sim.tree import Episode, ToolNode
+
+from ._common import EpisodeBuilder, Report, as_text, each_file, parse_arguments, unique_id
+
+FORMAT = "openai"
+SUFFIXES = (".jsonl", ".json", ".ndjson")
+
+
+def add_conversation(
+    builder: EpisodeBuilder,
+    messages: list[Any],
+    report: Report,
+    where: str,
+    is_error: Callable[[str], bool] | None = None,
+) -> None:
+    """Append an OpenAI message list to ``builder``; ``is_error`` flags failed tool results."""
+    open_calls: list[tuple[str | None, ToolNode]] = []  # (source call id, node), oldest first
+
+    for j, msg in enumerate(messages):
+        here = f"{where}: message {j}"
+        if not isinstance(msg, dict):
+            report(f"{here}: a message must be an object, skipped")
+            continue
+        role = msg.get("role")
+        if not isinstance(role, str):
+            report(f"{here}: missing or non-string 'role', skipped")
+            continue
+        if role in ("tool", "function"):
+            content = as_text(msg.get("content"))
+            cid = msg.get("tool_call_id")
+            node = _take(open_calls, None if cid is None else str(cid), report, here)
+            if node is not None:
+                builder.result(node, content, bool(is_error and is_error(content)))
+            continue
+
+        calls = msg.get("tool_calls") or []
+        if not isinstance(calls, list):
+            report(f"{here}: 'tool_calls' must be an array, ignored")
+            calls = []
+        legacy = msg.get("function_call")
+        if isinstance(legacy, dict):
+            calls = [*calls, {"function": legacy}]
+        content = as_text(msg.get("content"))
+        if content or not calls:
+            builder.message(role, content)
+        for k, tc in enumerate(calls):
+            fn = tc.get("function") if isinstance(tc, dict) else None
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if not isinstance(name, str) or not name:
+                report(f"{here}: tool_calls[{k}] has no function name, skipped")
+                continue
+            args = parse_arguments(fn.get("arguments"), report, f"{here}: tool_calls[{k}] ({name})")
+            cid = tc.get("id")
+            node = builder.call(name, args, None if cid is None else str(cid), turn=j)
+            open_calls.append((None if cid is None else str(cid), node))
+
+
+def _take(open_calls: list[tuple[str | None, ToolNode]], cid: str | None, report: Report, here: str) -> ToolNode | None:
+    for i, (source_id, node) in enumerate(open_calls):
+        if cid is None or source_id == cid:
+            return open_calls.pop(i)[1]
+    if open_calls:
+        # An id that matches no open call: the nearest faithful reading is by position.
+        node = open_calls.pop(0)[1]
+        report(f"{here}: tool_call_id {cid!r} matches no open call; paired by position with {node.call.call_id!r}")
+        return node
+    report(f"{here}: tool result {cid!r} has no earlier call awaiting a result, skipped")
+    return None
+
+
+def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
+    index = 0
+    for lineno, raw in iter_lines(path):
+        where = f"{path}:{lineno}"
+        if raw is None:
+            report(f"{where}: line too long, skipped")
+            index += 1
+            continue
+        if not raw.strip():
+            continue
+        k, index = index, index + 1
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            report(f"{where}: not valid JSON ({str(exc).split(':')[0]}), skipped")
+            continue
+        messages = rec.get("messages") if isinstance(rec, dict) else rec
+        if not isinstance(messages, list):
+            report(f"{where}: expected {{\"messages\": [...]}} or a list of messages, skipped")
+            continue
+        builder = EpisodeBuilder(unique_id(seen, f"{path.stem}:{k}"), FORMAT, path, line=lineno)
+        add_conversation(builder, messages, report, where)
+        yield builder.ep
+
+
+def iter_episodes(path: str | Path, problems: list[str] | None = None) -> Iterator[Episode]:
+    """Episodes of an OpenAI chat JSONL file (or a directory of them); problems go to ``problems``."""
+    return each_file(path, SUFFIXES, _iter_file, problems)
