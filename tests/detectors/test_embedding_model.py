@@ -1,0 +1,100 @@
+"""The Embedder: one encode per distinct text, counters, the on-disk cache; the model loads offline."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from detectors import embedding_model
+from detectors.embedding_model import CACHE_ENV, DiskCache, Embedder, HashingEncoder, shared_embedder
+
+
+def fake(model_name: str = "fake-bow") -> tuple[Embedder, HashingEncoder]:
+    enc = HashingEncoder()
+    return Embedder(encode=enc, model_name=model_name), enc
+
+
+def test_each_distinct_text_is_encoded_once_and_counted():
+    emb, enc = fake()
+    out = emb.embed(["alpha beta", "gamma", "alpha beta"])
+    assert out.shape == (3, 4096)
+    assert np.allclose(np.linalg.norm(out, axis=1), 1.0)
+    assert np.array_equal(out[0], out[2])
+    assert (emb.lookups, emb.hits, emb.model_calls, enc.calls) == (2, 0, 2, 2)
+    emb.vector("gamma")
+    emb.embed(["gamma", "delta"])
+    assert (emb.lookups, emb.hits, emb.model_calls, enc.calls) == (5, 2, 3, 3)
+    assert emb.encode_batches == 2
+
+
+def test_prefetch_encodes_a_suite_in_one_batch():
+    emb, enc = fake()
+    texts = [f"query number {i % 7}" for i in range(50)]
+    assert emb.prefetch(texts) == 7
+    assert emb.encode_batches == 1
+    assert emb.prefetch(texts) == 0
+    assert enc.calls == 7
+
+
+def test_long_texts_are_clipped_before_they_become_keys():
+    emb, _ = fake()
+    long = "word " * 5000
+    emb.vector(long)
+    (key,) = emb._memory
+    assert len(key) == embedding_model.MAX_TEXT_CHARS
+
+
+def test_disk_cache_round_trip_needs_no_model(tmp_path):
+    writer = Embedder(encode=HashingEncoder(), model_name="fake-bow", cache_dir=tmp_path)
+    texts = ["q3 revenue", "revenue for q3", "weather in paris"]
+    first = writer.embed(texts)
+    assert writer.model_calls == 3
+
+    enc = HashingEncoder()
+    reader = Embedder(encode=enc, model_name="fake-bow", cache_dir=tmp_path)
+    again = reader.embed(texts)
+    assert np.array_equal(first, again)
+    assert (reader.model_calls, reader.hits, reader.disk_hits, enc.calls) == (0, 3, 3, 0)
+
+    # Another model never reads these vectors.
+    other = Embedder(encode=HashingEncoder(), model_name="another-model", cache_dir=tmp_path)
+    other.embed(texts)
+    assert other.model_calls == 3
+    assert len(DiskCache(tmp_path, "fake-bow")) == 3
+
+
+def test_a_torn_disk_row_is_re_encoded(tmp_path):
+    cache = DiskCache(tmp_path, "m")
+    cache._db.execute("INSERT INTO embeddings VALUES ('m', 'broken', 4096, ?)", (b"\x00" * 12,))
+    cache._db.commit()
+    emb = Embedder(encode=HashingEncoder(), model_name="m", cache_dir=tmp_path)
+    emb.vector("broken")
+    assert emb.model_calls == 1
+
+
+def test_shared_embedder_takes_the_cache_directory_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    emb = shared_embedder()
+    assert emb.cache_dir == tmp_path
+    assert shared_embedder() is emb
+    monkeypatch.delenv(CACHE_ENV)
+    assert shared_embedder().cache_dir is None
+
+
+def test_model_id_changes_with_the_model_files(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    a = embedding_model.model_id(tmp_path)
+    (tmp_path / "config.json").write_text('{"x": 1}')
+    assert embedding_model.model_id(tmp_path) != a
+
+
+@pytest.mark.model
+def test_bundled_model_loads_offline_once_and_encodes():
+    emb = Embedder()  # the bundled all-MiniLM-L6-v2, by directory
+    vecs = emb.embed(["q3 revenue", "revenue for Q3", "weather in Paris"])
+    assert vecs.shape == (3, 384)
+    assert vecs[0] @ vecs[1] > 0.9 > vecs[0] @ vecs[2]
+    import os
+
+    assert os.environ["HF_HUB_OFFLINE"] == "1" and os.environ["TRANSFORMERS_OFFLINE"] == "1"
+    model = embedding_model.load_model(emb.model_path)
+    assert embedding_model.load_model(str(emb.model_path)) is model
