@@ -45,6 +45,7 @@ class FamilyInfo:
 
 
 FAMILIES: dict[str, FamilyInfo] = {}
+MAX_ATTEMPTS = 20
 
 
 def family(name: str, *, looping: bool, **defaults: Any):
@@ -68,12 +69,22 @@ def make_scenario(family_name: str, index: int, suite_seed: int = 0, **params: A
     if info is None:
         raise KeyError(f"unknown scenario family {family_name!r} (known: {', '.join(sorted(FAMILIES))})")
     seed = episode_seed(suite_seed, family_name, index)
-    rng = random.Random(seed)
     merged = {**info.defaults, **params}
     unknown = set(params) - set(info.defaults)
     if unknown:
         raise KeyError(f"family {family_name!r} has no parameter(s) {', '.join(sorted(unknown))}")
-    sc = info.make(rng, merged)
+    from .families.builder import ScriptError
+
+    for attempt in range(MAX_ATTEMPTS):
+        # A draw the world cannot support (no fresh query left, say) is redrawn from a
+        # seed derived deterministically from this one.
+        try:
+            sc = info.make(random.Random(seed if attempt == 0 else f"{seed}:{attempt}"), merged)
+            break
+        except ScriptError as exc:
+            last = exc
+    else:
+        raise ScriptError(f"{family_name} #{index}: no valid scenario in {MAX_ATTEMPTS} draws ({last})")
     sc.id = f"{family_name}-{suite_seed}-{index:04d}"
     sc.family = family_name
     sc.seed = seed

@@ -23,7 +23,7 @@ def _scenario(world: World, script: Script, persona: str = "diligent", **meta: A
     return Scenario("", "", 0, world, script, persona, meta=meta)
 
 
-@family("healthy", looping=False, length=(6, 14))
+@family("healthy", looping=False, length=(4, 24))
 def healthy(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """Diverse, productive calls."""
     world, b = _start(rng)

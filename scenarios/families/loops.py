@@ -19,7 +19,7 @@ from ..text import cosmetic_variants, paraphrase, render
 from ..world import World
 from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, fixed_loop
 
-COMMON = dict(prefix=(1, 8), loop_length=(30, 50), tree_share=0.3, branching=2)
+COMMON = dict(prefix=(0, 20), loop_length=(30, 50), tree_share=0.3, branching=2)
 
 
 @dataclass
@@ -162,8 +162,9 @@ def drift(rng: random.Random, p: dict[str, Any]) -> Scenario:
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
         for _ in range(200):
             q = render(rng.sample(CONCEPT_NAMES, 2), rng)
-            total = len(b.world._rank(concepts_of(q)))
-            if 1 <= total <= 8 and b.gains(ToolCall("search", {"query": q, "limit": total})):
+            ranked = b.world._rank(concepts_of(q))
+            if 1 <= len(ranked) <= 8 and not any(f"doc:{d.id}" in b.known for d in ranked):
+                total = len(ranked)
                 break
         else:
             raise ScriptError("no short result list to drift over")
