@@ -71,12 +71,21 @@ def load_model(path: str | Path):
             t0 = time.perf_counter()
             os.environ["HF_HUB_OFFLINE"] = "1"
             os.environ["TRANSFORMERS_OFFLINE"] = "1"
+            # A benchmark's progress bar is ours; the library's weight-loading bar is noise.
+            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+            os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             import torch
             from sentence_transformers import SentenceTransformer
 
             # Two cores is the target machine; more threads than cores only adds contention.
             threads = int(os.environ.get(THREADS_ENV) or min(2, os.cpu_count() or 1))
             torch.set_num_threads(max(1, threads))
+            try:
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
+            except ImportError:  # pragma: no cover - older transformers
+                pass
             model = SentenceTransformer(key, device="cpu")
             _MODELS[key] = model
             LOAD_SECONDS[key] = time.perf_counter() - t0

@@ -9,6 +9,7 @@ lets labels follow from the world rather than from the wording of a call.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # concept -> surface forms (first is canonical). Multi-word forms are matched as phrases.
 CONCEPTS: dict[str, tuple[str, ...]] = {
@@ -67,28 +68,41 @@ FILLER: tuple[str, ...] = (
     "find", "show", "me", "what", "is", "are", "our", "look", "up", "get", "give", "with", "to",
 )
 
-_PHRASES: list[tuple[tuple[str, ...], str]] = sorted(
-    ((tuple(form.split()), concept) for concept, forms in CONCEPTS.items() for form in forms),
-    key=lambda p: -len(p[0]),
-)
 _TOKEN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def _phrase_index() -> dict[str, list[tuple[tuple[str, ...], str]]]:
+    # First token -> (phrase, concept), longest phrase first, so matching is one dict
+    # lookup per token instead of a scan over every surface form.
+    index: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+    for concept, forms in CONCEPTS.items():
+        for form in forms:
+            words = tuple(_TOKEN.findall(form.lower()))
+            index.setdefault(words[0], []).append((words, concept))
+    for entries in index.values():
+        entries.sort(key=lambda e: -len(e[0]))
+    return index
+
+
+_INDEX = _phrase_index()
 
 
 def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
+@lru_cache(maxsize=65536)
 def concepts_of(text: str) -> frozenset[str]:
     """The concepts a piece of text names (longest phrase first; filler ignored)."""
     toks = tokens(text)
     found: set[str] = set()
-    i = 0
-    while i < len(toks):
-        for phrase, concept in _PHRASES:
-            n = len(phrase)
-            if tuple(toks[i:i + n]) == phrase:
+    i, n = 0, len(toks)
+    while i < n:
+        for phrase, concept in _INDEX.get(toks[i], ()):
+            k = len(phrase)
+            if tuple(toks[i:i + k]) == phrase:
                 found.add(concept)
-                i += n
+                i += k
                 break
         else:
             i += 1

@@ -165,6 +165,13 @@ class World:
     def _rank(self, qc: frozenset[str]) -> list[Document]:
         if not qc:
             return []
+        cache = self.__dict__.setdefault("_rank_cache", {})
+        hit = cache.get(qc)
+        if hit is None:
+            hit = cache[qc] = self._rank_uncached(qc)
+        return hit
+
+    def _rank_uncached(self, qc: frozenset[str]) -> list[Document]:
         scored = [(len(qc & d.concepts), d) for d in self.docs]
         best = max(s for s, _ in scored)
         if best == 0:
@@ -210,7 +217,7 @@ class World:
         page = ranked[offset:offset + limit]
         if not page:
             why = "no documents match" if not ranked else f"offset {offset} is past the last result ({len(ranked)})"
-            return Observation(f"0 results for {query!r}: {why}. {self._noise(state, 'search')}"), frozenset({f"empty:{frozenset(concepts_of(query))}"}), state
+            return Observation(f"0 results for {query!r}: {why}. {self._noise(state, 'search')}"), frozenset({f"empty:{sorted(concepts_of(query))}"}), state
         lines = [f"{len(ranked)} results, showing {offset + 1}-{offset + len(page)} {self._noise(state, 'search')}"]
         lines += [f"[{d.id}] {d.title} — {d.body[:90]}" for d in page]
         return Observation("\n".join(lines)), frozenset(f"doc:{d.id}" for d in page), state

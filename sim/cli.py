@@ -102,6 +102,22 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
     return specs
 
 
+def set_embed_cache(value: str | None) -> None:
+    """Point the embedding detectors' disk cache (an env var, so pool workers inherit it)."""
+    import os
+
+    from detectors.embedding_model import CACHE_ENV
+
+    if value is None:
+        if os.environ.get(CACHE_ENV):
+            return
+        value = str(Path.home() / ".cache" / "loopbench" / "embeddings")
+    if value.lower() in ("off", "none", ""):
+        os.environ.pop(CACHE_ENV, None)
+        return
+    os.environ[CACHE_ENV] = value
+
+
 def _default_detectors() -> list[str]:
     from detectors.registry import available
 
@@ -164,9 +180,12 @@ def _out_dir(out: str | None, stem: str) -> Path:
 @click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters, tool registry).")
 @click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE, e.g. exact.max_repeats_per_signature=2 (repeatable).")
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
+@click.option("--workers", type=click.IntRange(0), default=0, help="Processes to use: 0 = one per core, 1 = no pool. [default: 0]")
+@click.option("--embed-cache", default=None, help="Directory for the embedding cache, or 'off'. [default: ~/.cache/loopbench/embeddings]")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, no_progress, as_json) -> None:
+def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, workers, embed_cache,
+            no_progress, as_json) -> None:
     """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
     from scenarios.base import FAMILIES
     from scenarios.suites import SuiteError, load_suite
@@ -191,8 +210,9 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
         episodes=episodes or int(rc.get("episodes", s.episodes)),
         seed=seed if seed is not None else int(rc.get("seed", s.seed)),
         mode=mode or rc.get("mode", s.mode), delta=delta if delta is not None else int(rc.get("delta", DELTA)),
-        out=_out_dir(out or rc.get("out"), s.name), progress=not no_progress and not as_json,
+        out=_out_dir(out or rc.get("out"), s.name), progress=not no_progress and not as_json, workers=workers,
     )
+    set_embed_cache(embed_cache)
     log = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
     summary = run(cfg, log=log)
     if as_json:

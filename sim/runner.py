@@ -67,6 +67,7 @@ class RunConfig:
     delta: int = DELTA
     out: Path = Path("runs/latest")
     progress: bool = True
+    workers: int = 0  # 0 = one per core; 1 = in this process
 
     def resolved(self) -> dict[str, Any]:
         return {
@@ -136,7 +137,12 @@ def run_open(label: str, detector: Detector, episodes: Sequence[Episode], bar=No
     return OpenResult(label, scores, errors, time.perf_counter() - t0)
 
 
-def run_closed(label: str, detector: Detector, scenarios: Sequence[Scenario], bar=None) -> dict[str, ClosedLoopStats]:
+def run_closed(label: str, detector: Detector, scenarios: Sequence[Scenario], bar=None,
+               episodes: Sequence[Episode] = ()) -> dict[str, ClosedLoopStats]:
+    prefetch = getattr(detector, "prefetch", None)
+    if callable(prefetch) and episodes:
+        # Most closed-loop calls are the open-loop ones; encode them in one batch up front.
+        prefetch([n.call for ep in episodes for n in ep.tool_nodes()])
     out = {}
     for sc in scenarios:
         try:
@@ -228,32 +234,42 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def open_rows(label: str, res: OpenResult, episodes: Sequence[Episode], delta: int,
+              profiles: dict[str, dict[str, float]], nodes: dict | None = None):
+    """Metrics, outcome and per-call rows of one detector's open-loop result."""
+    metrics, outcomes = metric_rows(label, episodes, res, delta, profiles)
+    nodes = nodes if nodes is not None else {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
+    fam_of = {ep.id: ep.family for ep in episodes}
+    calls = []
+    for ep in episodes:  # episode order, not completion order: files stay deterministic
+        for s in res.scores.get(ep.id, ()):
+            node = nodes[(ep.id, s.node_id)]
+            calls.append({
+                "detector": label, "episode": ep.id, "family": fam_of[ep.id], "call_id": node.call.call_id,
+                "node": s.node_id, "call_index": s.call_index, "depth": s.depth, "tool": node.call.tool,
+                "score": s.score, "verdict": s.verdict.value,
+                "label_loop": node.label.loop if node.label else None,
+                "label_kind": node.label.kind if node.label else None,
+            })
+    return metrics, outcomes, calls
+
+
 def evaluate_open(built: Sequence[tuple[str, Detector]], episodes: Sequence[Episode], delta: int,
                   profiles: dict[str, dict[str, float]], progress: bool = False):
-    """Score every episode with every detector: (metrics, outcomes, calls, timings, errors) rows."""
+    """Score every episode with every detector in this process: (metrics, outcomes, calls, timings, errors)."""
     metrics, outcomes, calls, timings = [], [], [], []
     errors: dict[str, int] = {}
     nodes = {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
-    fam_of = {ep.id: ep.family for ep in episodes}
     bar = _bar(len(episodes) * len(built), "open loop", progress)
     for label, det in built:
         res = run_open(label, det, episodes, bar)
-        rows, orows = metric_rows(label, episodes, res, delta, profiles)
-        metrics += rows
-        outcomes += orows
+        m, o, c = open_rows(label, res, episodes, delta, profiles, nodes)
+        metrics += m
+        outcomes += o
+        calls += c
         errors[label] = len(res.errors)
-        ns = [s.ns for sc in res.scores.values() for s in sc]
+        ns = [x.ns for sc in res.scores.values() for x in sc]
         timings.append(_timing_row(label, "open", ns, res.seconds, det))
-        for eid, scs in res.scores.items():
-            for s in scs:
-                node = nodes[(eid, s.node_id)]
-                calls.append({
-                    "detector": label, "episode": eid, "family": fam_of[eid], "call_id": node.call.call_id,
-                    "node": s.node_id, "call_index": s.call_index, "depth": s.depth, "tool": node.call.tool,
-                    "score": s.score, "verdict": s.verdict.value,
-                    "label_loop": node.label.loop if node.label else None,
-                    "label_kind": node.label.kind if node.label else None,
-                })
     if bar:
         bar.close()
     return metrics, outcomes, calls, timings, errors
@@ -269,23 +285,31 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     episodes = generate_episodes(scenarios, config.progress)
     write_trace(out / "trace.jsonl", episodes)
     log(f"generated {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls")
-    built = [(d.label, d.build()) for d in config.detectors]
+    from .pool import run_tasks
+
+    built = [(d.label, d.build()) for d in config.detectors]  # fails fast on a bad detector
+    kinds = [k for k in ("open", "closed") if config.mode in (k, "both")]
+    results = run_tasks([(k, d) for k in kinds for d in config.detectors], episodes, scenarios,
+                        workers=config.workers, progress=config.progress)
     metrics, outcomes, calls, timings, errors = [], [], [], [], {}
     closed_m, closed_e = [], []
-    if config.mode in ("open", "both"):
-        metrics, outcomes, calls, timings, errors = evaluate_open(built, episodes, config.delta, profiles, config.progress)
-    if config.mode in ("closed", "both"):
-        bar = _bar(len(scenarios) * len(built), "closed loop", config.progress)
-        for label, det in built:
-            t0 = time.perf_counter()
-            stats = run_closed(label, det, scenarios, bar)
-            m, e = closed_rows(label, scenarios, stats)
+    nodes = {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
+    for d in config.detectors:
+        if "open" in kinds:
+            res, timing = results[("open", d.label)]
+            m, o, c = open_rows(d.label, res, episodes, config.delta, profiles, nodes)
+            metrics += m
+            outcomes += o
+            calls += c
+            errors[d.label] = len(res.errors)
+            timings.append(timing)
+    for d in config.detectors:
+        if "closed" in kinds:
+            stats, timing = results[("closed", d.label)]
+            m, e = closed_rows(d.label, scenarios, stats)
             closed_m += m
             closed_e += e
-            ns = [n for st in stats.values() for n in st.check_ns]
-            timings.append(_timing_row(label, "closed", ns, time.perf_counter() - t0, det))
-        if bar:
-            bar.close()
+            timings.append(timing)
     wall = time.perf_counter() - t_start
     write_csv(out / "metrics.csv", metrics, METRIC_COLUMNS)
     write_csv(out / "episodes.csv", outcomes, EPISODE_COLUMNS)

@@ -83,3 +83,20 @@ def test_closed_loop_nudge_lets_an_obedient_agent_recover():
     assert res.stats.interventions["nudge"] == 1 and res.stats.success
     unguarded = simulate(sc, None)
     assert res.stats.wasted_calls < unguarded.stats.wasted_calls
+
+
+def test_generation_does_not_depend_on_the_hash_seed():
+    """Sets iterate in a per-process order; a suite must not."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import scenarios.families\nfrom scenarios.base import make_scenario, FAMILIES\nfrom sim.harness import generate\n"
+            "from sim.trace import dumps_events, episode_events\nimport hashlib\nh = hashlib.sha256()\n"
+            "for f in sorted(FAMILIES):\n    for i in range(3):\n"
+            "        h.update(dumps_events(episode_events(generate(make_scenario(f, i)))))\nprint(h.hexdigest())")
+    digests = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        digests.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
+    assert len(digests) == 1

@@ -19,7 +19,7 @@ def invoke(*args):
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "q"
-    r = invoke("run", "--suite", "quick", "--detectors", ",".join(FAST), "--out", str(out), "--no-progress")
+    r = invoke("run", "--suite", "quick", "--detectors", ",".join(FAST), "--out", str(out), "--no-progress", "--workers", "1")
     assert r.exit_code == 0, r.output
     return out
 
@@ -118,3 +118,11 @@ def test_list_names_detectors_and_families():
 def test_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "sim.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "loopbench" in out.stdout.lower() or "Usage" in out.stdout
+
+
+def test_process_pool_gives_the_same_results_as_one_process(quick_run, tmp_path):
+    out = tmp_path / "pool"
+    r = invoke("run", "--suite", "quick", "--detectors", ",".join(FAST), "--out", str(out), "--no-progress", "--workers", "2")
+    assert r.exit_code == 0
+    for name in ("metrics.csv", "calls.csv", "episodes.csv", "closed_metrics.csv"):
+        assert (out / name).read_bytes() == (quick_run / name).read_bytes(), name
