@@ -12,10 +12,10 @@ from typing import Any, Mapping
 
 import orjson
 
-from .protocol import Decision, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
-from .signature import _fallback, exact_signature
+from .pathmap import EMPTY, PathCounts
+from .protocol import Decision, allow, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
+from .signature import _fallback, exact_key
 
-_EMPTY: Mapping[str, int] = {}
 
 
 def stream_line(call: ToolCall) -> str:
@@ -49,17 +49,17 @@ class ExactDetector(Detector):
     def __init__(self, *, max_repeats_per_signature: int = 1, tool_overrides: Mapping[str, Mapping[str, Any]] | None = None):
         self.max_repeats_per_signature = max_repeats_per_signature
         self.tool_overrides = tool_overrides
-        self._memo: tuple[ToolCall | None, str] = (None, "")
+        self._memo: tuple[ToolCall | None, tuple] = (None, ())
 
-    def start(self) -> Mapping[str, int]:
-        return _EMPTY
+    def start(self) -> PathCounts:
+        return EMPTY
 
-    def _signature(self, call: ToolCall) -> str:
+    def _signature(self, call: ToolCall) -> tuple:
         # check() and record() see the same call object back to back; hash it once.
         memo_call, memo_sig = self._memo
         if memo_call is call:
             return memo_sig
-        sig = exact_signature(call.tool, call.args)
+        sig = exact_key(call.tool, call.args)
         self._memo = (call, sig)
         return sig
 
@@ -68,11 +68,14 @@ class ExactDetector(Detector):
             return float("inf")
         return tool_param(self.tool_overrides, tool, "max_repeats", value)
 
-    def check(self, state: Mapping[str, int], call: ToolCall) -> Decision:
+    def check(self, state: PathCounts, call: ToolCall) -> Decision:
         count = state.get(self._signature(call), 0)
-        limit = self.threshold_for(call.tool, self.max_repeats_per_signature)
+        if self.tool_overrides:
+            limit = self.threshold_for(call.tool, self.max_repeats_per_signature)
+        else:
+            limit = self.max_repeats_per_signature
         if count < limit:
-            return Decision(Verdict.ALLOW, float(count))
+            return allow(count)
         line = stream_line(call)
         return Decision(
             Verdict.PRUNE,
@@ -82,10 +85,8 @@ class ExactDetector(Detector):
             stream=(line,),
         )
 
-    def record(self, state: Mapping[str, int], call: ToolCall, decision: Decision, observation: Observation | None) -> Mapping[str, int]:
+    def record(self, state: PathCounts, call: ToolCall, decision: Decision, observation: Observation | None) -> PathCounts:
         if observation is None or observation.nudge:
             return state  # a pruned call never ran, so it does not extend the path
         sig = self._signature(call)
-        nxt = dict(state)
-        nxt[sig] = nxt.get(sig, 0) + 1
-        return nxt
+        return state.incremented(sig)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .protocol import Decision, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
-from .signature import normalized_signature
+from .pathmap import EMPTY, PathCounts
+from .protocol import Decision, allow, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
+from .signature import normalized_key
 
-_EMPTY: Mapping[str, int] = {}
 
 
 def nudge_text(tool: str, count: int) -> str:
@@ -46,16 +46,16 @@ class NormalizedDetector(Detector):
     def __init__(self, *, threshold: int = 3, tool_overrides: Mapping[str, Mapping[str, Any]] | None = None):
         self.threshold = threshold
         self.tool_overrides = tool_overrides
-        self._memo: tuple[ToolCall | None, str] = (None, "")
+        self._memo: tuple[ToolCall | None, tuple] = (None, ())
 
-    def start(self) -> Mapping[str, int]:
-        return _EMPTY
+    def start(self) -> PathCounts:
+        return EMPTY
 
-    def _signature(self, call: ToolCall) -> str:
+    def _signature(self, call: ToolCall) -> tuple:
         memo_call, memo_sig = self._memo
         if memo_call is call:
             return memo_sig
-        sig = normalized_signature(call.tool, call.args)
+        sig = normalized_key(call.tool, call.args)
         self._memo = (call, sig)
         return sig
 
@@ -64,10 +64,11 @@ class NormalizedDetector(Detector):
             return float("inf")
         return tool_param(self.tool_overrides, tool, "threshold", value)
 
-    def check(self, state: Mapping[str, int], call: ToolCall) -> Decision:
+    def check(self, state: PathCounts, call: ToolCall) -> Decision:
         count = state.get(self._signature(call), 0) + 1
-        if count < self.threshold_for(call.tool, self.threshold):
-            return Decision(Verdict.ALLOW, float(count))
+        limit = self.threshold_for(call.tool, self.threshold) if self.tool_overrides else self.threshold
+        if count < limit:
+            return allow(count)
         return Decision(
             Verdict.NUDGE,
             float(count),
@@ -75,8 +76,6 @@ class NormalizedDetector(Detector):
             reason=f"{call.tool} called {count} times with the same normalised arguments",
         )
 
-    def record(self, state: Mapping[str, int], call: ToolCall, decision: Decision, observation: Observation | None) -> Mapping[str, int]:
+    def record(self, state: PathCounts, call: ToolCall, decision: Decision, observation: Observation | None) -> PathCounts:
         sig = self._signature(call)
-        nxt = dict(state)
-        nxt[sig] = nxt.get(sig, 0) + 1
-        return nxt
+        return state.incremented(sig)

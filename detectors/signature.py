@@ -80,6 +80,34 @@ def stable_hash(args: Any) -> int:
     return xxhash.xxh3_64_intdigest(canonical_json(args))
 
 
+def exact_key(tool: str, args: Any) -> tuple[str, int]:
+    """The exact signature as a hashable key: (tool, stable hash of the sorted-key JSON).
+
+    Same equality as ``exact_signature`` without formatting a string on the hot path.
+    """
+    try:
+        blob = orjson.dumps(args, option=_SORTED, default=_fallback)
+    except (TypeError, orjson.JSONEncodeError):
+        blob = _canonical_slow(args).encode("utf-8", "replace")
+    return tool, xxhash.xxh3_64_intdigest(blob)
+
+
+def normalized_key(tool: str, args: Any) -> tuple:
+    """The seed-002 normalisation as a hashable key: equal exactly when
+    ``normalized_signature`` is, without building and printing a dict."""
+    if type(args) is not dict and not isinstance(args, Mapping):
+        return tool, str(args).strip().lower()
+    try:
+        keys = sorted(args)  # keys are unique, so this is the seed's sorted(items) order
+    except TypeError:
+        keys = sorted(args, key=repr)
+    out = []
+    for k in keys:
+        v = args[k]
+        out.append((k, (v if type(v) is str else str(v)).strip().lower()))
+    return tool, tuple(out)
+
+
 def exact_signature(tool: str, args: Any) -> str:
     """``tool:hash`` as in the seed tree executor: key order never matters."""
     return f"{tool}:{stable_hash(args)}"

@@ -270,5 +270,33 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, no_pr
         click.echo(f"Run folder: {summary['out']}")
     if problems:
         sys.exit(EXIT_SKIPPED)
+
+
+@main.command("import")
+@click.argument("file")
+@click.option("--format", "fmt", required=True, help="Source format: openai, tau-bench, react-log, magentic-one, captain-agent.")
+@click.option("-o", "--out", "out_path", required=True, help="Output trace file (JSON Lines, SPEC §6).")
+def import_cmd(file, fmt, out_path) -> None:
+    """Convert a real agent-trace file (or folder) into the loopbench trace format."""
+    from scenarios.importers import FORMATS, convert
+
+    from .trace import TraceError
+
+    if fmt not in FORMATS:
+        raise LoopbenchError(f"unknown --format {fmt!r} (known: {', '.join(sorted(FORMATS))})")
+    if not Path(file).exists():
+        raise LoopbenchError(f"{file}: no such file or directory")
+    try:
+        n, problems = convert(fmt, file, out_path)
+    except (TraceError, OSError, ValueError) as exc:
+        raise LoopbenchError(str(exc).splitlines()[0]) from None
+    _report_problems(problems)
+    if n == 0:
+        raise LoopbenchError(f"{file}: no {fmt} episodes found (for a folder, only its own files are read)")
+    click.echo(f"wrote {n} episodes to {out_path}", err=True)
+    if problems:
+        sys.exit(EXIT_SKIPPED)
+
+
 if __name__ == "__main__":
     main()

@@ -39,3 +39,16 @@ def test_counter_is_run_wide():
 def test_paraphrase_slips_past():
     ds = run(NormalizedDetector(), [ToolCall("search", {"query": q}) for q in ("q3 revenue", "revenue for Q3", "third-quarter revenue figures")])
     assert all(d.verdict is Verdict.ALLOW for d in ds)
+
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from detectors.signature import exact_key, exact_signature, normalized_key
+from scenarios.strategies import args_strategy
+
+
+@given(a=args_strategy, b=args_strategy)
+def test_hot_path_keys_mean_exactly_what_the_signatures_mean(a, b):
+    assert (normalized_key("t", a) == normalized_key("t", b)) == (normalized_signature("t", a) == normalized_signature("t", b))
+    assert (exact_key("t", a) == exact_key("t", b)) == (exact_signature("t", a) == exact_signature("t", b))

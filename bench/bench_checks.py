@@ -1,0 +1,147 @@
+"""Per-check cost of every detector, next to the floor of canonicalising and hashing once.
+
+Prints, on this machine and Python:
+  1. the floor: orjson with sorted keys, xxh3 over it, the standard library's
+     json.dumps(sort_keys=True), and a pure-Python djb2 over that string;
+  2. each detector's median check() time and check()+record() time on typical
+     arguments after a 20-call path, with the ratio to the floor;
+  3. how exact and normalized grow with argument size (10 B .. 100 KB) and every
+     detector with path length (10 .. 10,000 calls).
+Run: python bench/bench_checks.py [--quick] [--detectors a,b]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import orjson
+import xxhash
+
+from detectors.protocol import Observation, ToolCall
+from detectors.registry import available, make_detector
+
+TYPICAL = {"query": "q3 revenue europe", "limit": 10, "filters": {"region": "emea", "year": 2024}, "include_drafts": False}
+
+
+def per_op(fn, number: int, repeat: int) -> float:
+    """Median seconds per call of ``fn`` over ``repeat`` batches of ``number`` calls."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter_ns() - t0) / number)
+    return statistics.median(times) / 1e9
+
+
+def djb2(text: str) -> int:
+    h = 5381
+    for ch in text:
+        h = ((h << 5) + h + ord(ch)) & 0xFFFFFFFF
+    return h
+
+
+def floor(number: int, repeat: int) -> dict[str, float]:
+    opt = orjson.OPT_SORT_KEYS
+    blob = orjson.dumps(TYPICAL, option=opt)
+    text = json.dumps(TYPICAL, sort_keys=True)
+    return {
+        "orjson sort_keys": per_op(lambda: orjson.dumps(TYPICAL, option=opt), number, repeat),
+        "xxh3_64 of that": per_op(lambda: xxhash.xxh3_64_intdigest(blob), number, repeat),
+        "orjson + xxh3 (the floor)": per_op(lambda: xxhash.xxh3_64_intdigest(orjson.dumps(TYPICAL, option=opt)), number, repeat),
+        "json.dumps(sort_keys=True)": per_op(lambda: json.dumps(TYPICAL, sort_keys=True), number, repeat),
+        "pure-Python djb2 of that": per_op(lambda: djb2(text), max(1, number // 10), repeat),
+    }
+
+
+def path_state(det, n: int, args_of=lambda i: {"path": f"src/file_{i}.py"}):
+    state = det.start()
+    for i in range(n):
+        call = ToolCall("read_file", args_of(i), f"c{i}")
+        state = det.record(state, call, det.check(state, call), Observation(f"content of file {i} " * 3))
+    return state
+
+
+def fresh_calls(args: dict, n: int) -> list[ToolCall]:
+    """Distinct call objects with equal arguments: each check sees a new call, as in a
+    harness, so nothing memoised on a call object can flatter the figure."""
+    return [ToolCall("search", json.loads(json.dumps(args)), f"x{i}") for i in range(n)]
+
+
+def per_call(fn, calls: list[ToolCall], repeat: int) -> float:
+    """Median seconds per call of ``fn(call)`` over ``repeat`` passes through ``calls``."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        for c in calls:
+            fn(c)
+        times.append((time.perf_counter_ns() - t0) / len(calls))
+    return statistics.median(times) / 1e9
+
+
+def detector_cost(name: str, prior: int, args: dict, number: int, repeat: int) -> tuple[float, float]:
+    det = make_detector(name)
+    state = path_state(det, prior)
+    calls = fresh_calls(args, number)
+    obs = Observation("3 results for the query")
+    check = per_call(lambda c: det.check(state, c), calls, repeat)
+    calls = fresh_calls(args, number)
+    both = per_call(lambda c: det.record(state, c, det.check(state, c), obs), calls, repeat)
+    return check, both
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--detectors", default="")
+    a = ap.parse_args()
+    number, repeat = (300, 7) if a.quick else (2000, 21)
+    names = [n for n in (a.detectors.split(",") if a.detectors else available()) if n]
+
+    print("1. floor (median per operation)")
+    fl = floor(number, repeat)
+    for k, v in fl.items():
+        print(f"   {k:32s} {v * 1e6:8.3f} us")
+    base = fl["orjson + xxh3 (the floor)"]
+
+    print("\n2. per check on typical arguments after a 20-call path (median)")
+    print(f"   {'detector':16s} {'check':>10s} {'x floor':>8s} {'check+record':>13s}")
+    results = {}
+    for name in names:
+        if name.startswith("embedding"):
+            # Warm the model and the cache first: this measures the check, not the load.
+            make_detector(name).prefetch([ToolCall("search", TYPICAL)] + [ToolCall("read_file", {"path": f"src/file_{i}.py"}) for i in range(20)])
+        c, b = detector_cost(name, 20, TYPICAL, number, repeat)
+        results[name] = c
+        print(f"   {name:16s} {c * 1e6:8.3f} us {c / base:7.1f}x {b * 1e6:10.3f} us")
+    for target, limit in (("exact", 1.0), ("normalized", 2.0)):
+        if target in results:
+            v = results[target] * 1e6
+            print(f"   target: {target} check <= {limit} us median: {'MET' if v <= limit else 'NOT MET'} ({v:.3f} us)")
+
+    print("\n3a. growth with argument size (check, median)")
+    sizes = (10, 100, 1_000, 10_000, 100_000)
+    print("   " + f"{'detector':16s}" + "".join(f"{s:>11d}B" for s in sizes))
+    for name in [n for n in ("exact", "normalized") if n in names] + [n for n in names if n not in ("exact", "normalized") and not n.startswith("embedding")]:
+        row = []
+        for s in sizes:
+            c, _ = detector_cost(name, 20, {"query": "x" * s, "limit": 3}, max(10, number // (1 + s // 1000)), repeat)
+            row.append(c)
+        print(f"   {name:16s}" + "".join(f"{v * 1e6:10.2f}us" for v in row))
+
+    print("\n3b. growth with path length (check, median)")
+    lengths = (10, 100, 1_000, 10_000)
+    print("   " + f"{'detector':16s}" + "".join(f"{n:>10d}" for n in lengths))
+    for name in [n for n in names if not n.startswith("embedding")]:
+        row = []
+        for n in lengths:
+            det = make_detector(name)
+            state = path_state(det, n)
+            row.append(per_call(lambda c: det.check(state, c), fresh_calls(TYPICAL, max(10, number // 4)), repeat))
+        print(f"   {name:16s}" + "".join(f"{v * 1e6:8.2f}us" for v in row))
+
+
+if __name__ == "__main__":
+    main()

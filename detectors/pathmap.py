@@ -1,0 +1,91 @@
+"""A persistent counter for path-local state, with structural sharing.
+
+The seed extends a path by copying the whole map (``new Map(parent)``): simple, but a
+tree of N nodes then holds N copies whose sizes grow with depth, and each extension
+costs O(distinct signatures). ``PathCounts`` copies at most a small top layer; full
+layers are frozen and shared by every descendant, and layers are merged now and then
+so a lookup stays a handful of dict probes. Extending never touches the parent, so
+sibling branches share it safely.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Hashable, Iterator
+
+_LOCAL_MAX = 32  # entries copied per extension, at most
+_MAX_LAYERS = 8  # frozen layers under the top before they are merged into one
+
+
+class PathCounts(Mapping):
+    """An immutable ``key -> count`` map; ``incremented(key)`` returns an extended copy.
+
+    >>> a = PathCounts()
+    >>> b = a.incremented("x")
+    >>> c = b.incremented("x")
+    >>> (a.get("x", 0), b["x"], c["x"])
+    (0, 1, 2)
+    """
+
+    __slots__ = ("_local", "_base", "_layers")
+
+    def __init__(self, local: dict | None = None, base: "PathCounts | None" = None, layers: int = 0):
+        self._local = local if local is not None else {}
+        self._base = base
+        self._layers = layers
+
+    def get(self, key: Hashable, default=None):
+        value = self._local.get(key)
+        if value is not None:
+            return value
+        layer = self._base
+        while layer is not None:
+            value = layer._local.get(key)
+            if value is not None:
+                return value
+            layer = layer._base
+        return default
+
+    def __getitem__(self, key: Hashable) -> int:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def incremented(self, key: Hashable, by: int = 1) -> "PathCounts":
+        count = self.get(key, 0) + by
+        if key in self._local or len(self._local) < _LOCAL_MAX:
+            local = self._local.copy()
+            local[key] = count
+            return PathCounts(local, self._base, self._layers)
+        # The top layer is full: freeze it (it is never written again) and start a new one.
+        if self._layers + 1 >= _MAX_LAYERS:
+            base = PathCounts(self._flat(), None, 0)
+        else:
+            base = PathCounts(self._local, self._base, self._layers)
+        return PathCounts({key: count}, base, base._layers + 1)
+
+    def _flat(self) -> dict:
+        chain = []
+        layer: PathCounts | None = self
+        while layer is not None:
+            chain.append(layer._local)
+            layer = layer._base
+        merged: dict = {}
+        for local in reversed(chain):  # newer layers win
+            merged.update(local)
+        return merged
+
+    def __iter__(self) -> Iterator:
+        return iter(self._flat())
+
+    def __len__(self) -> int:
+        return len(self._flat())
+
+    def __repr__(self) -> str:
+        return f"PathCounts({self._flat()!r})"
+
+    def __reduce__(self):
+        return (PathCounts, (self._flat(),))
+
+
+EMPTY = PathCounts()
