@@ -64,6 +64,10 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
     for item in params:
         key, eq, value = item.partition("=")
         det, dot, pname = key.partition(".")
+        if ":" in key:  # a module:Class spec, whose module may be dotted: the parameter follows the class
+            module, _, rest = key.partition(":")
+            cls, dot, pname = rest.partition(".")
+            det = f"{module}:{cls}"
         if not eq or not dot or not pname:
             raise LoopbenchError(f"--param {item!r}: expected DETECTOR.PARAM=VALUE")
         target = per.setdefault(det, {})
@@ -250,5 +254,6 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, no_pr
         click.echo(f"Run folder: {summary['out']}")
     if problems:
         sys.exit(EXIT_SKIPPED)
+from . import cli_gate  # noqa: E402,F401
 if __name__ == "__main__":
     main()

@@ -78,11 +78,11 @@ def test_quality_floors_and_clone():
 
 
 def test_check_detector_raises_with_every_failure_and_honours_declared_ones():
-    with pytest.raises(DetectorCheckError, match="check_finite_scores"):
-        check_detector(Broken(defect="nan"))
-    report = check_detector(Broken(defect="nan"), expected_failures={"check_finite_scores": "known"}, raise_on_failure=False)
+    with pytest.raises(DetectorCheckError, match="check_threshold_consistency"):
+        check_detector(Broken(defect="inconsistent"))
+    report = check_detector(Broken(defect="inconsistent"), expected_failures={"check_threshold_consistency": "known"}, raise_on_failure=False)
     statuses = {r.check: r.status for r in report.results}
-    assert statuses["check_finite_scores"] == "xfail"
+    assert statuses["check_threshold_consistency"] == "xfail"
     assert statuses["check_catches_exact_repeat"] == "passed"
     with pytest.raises(ValueError, match="unknown check"):
         check_detector(ExactDetector(), expected_failures={"check_nonsense": "typo"})
