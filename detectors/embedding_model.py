@@ -247,6 +247,8 @@ class Embedder:
         if self._encode is not None:
             return normalise(self._encode(texts))
         model = load_model(self.model_path)
+        # The tokenizer rejects lone surrogates (json.loads accepts "\ud800"); the cache keeps the raw text.
+        texts = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
         out = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
         return normalise(out)  # re-normalise in float32 so a dot product is the cosine to ~1e-7
 

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import orjson
-
 from .pathmap import EMPTY, PathCounts
-from .protocol import Decision, allow, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
-from .signature import _fallback, exact_key
+from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, tool_exempt, tool_param
+from .signature import exact_key, ordered_json
 
 
 
 def stream_line(call: ToolCall) -> str:
     """The line the seed streams to the user when it prunes a call."""
-    args = orjson.dumps(call.args, default=_fallback).decode("utf-8", "replace")
+    args = ordered_json(call.args).decode("utf-8", "replace")
     return f"[tree] Loop detected: {call.tool}({args}) already in path — pruning branch"
 
 

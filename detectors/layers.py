@@ -8,10 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-import orjson
-
 from .protocol import SEVERITY, Decision, Detector, Message, Observation, ToolCall, Verdict
-from .signature import _fallback
+from .signature import ordered_json
 
 
 class StepBudgetDetector(Detector):
@@ -21,6 +19,9 @@ class StepBudgetDetector(Detector):
     """
 
     threshold_param = "max_steps"
+    # Known conformance failures (detectors.testing), declared as data with the reason.
+    expected_failures = {"check_catches_exact_repeat": "a step budget, not a loop detector: it fires after "
+                                                       "max_steps calls whatever they are"}
 
     def __init__(self, *, max_steps: int = 30):
         self.max_steps = max_steps
@@ -49,7 +50,7 @@ def information_tokens(content: Any) -> frozenset[str]:
     when any one is.
     """
     if not isinstance(content, str):
-        content = orjson.dumps(content, default=_fallback).decode("utf-8", "replace")
+        content = ordered_json(content).decode("utf-8", "replace")
     if len(content) > 200_000:
         content = content[:200_000]
     return frozenset(w.lower() for w in _WORD.findall(content))

@@ -52,6 +52,10 @@ class PlannerDetector(Detector):
     "Planner: 'load' is already done. Do 'clean' instead."
     """
 
+    # Known conformance failures (detectors.testing), declared as data with the reason.
+    expected_failures = {"check_catches_exact_repeat": "judges plan steps only: a repeated call that names no "
+                                                       "finished step is not its business"}
+
     def __init__(self, *, stop_when_complete: bool = True):
         self.stop_when_complete = stop_when_complete
 

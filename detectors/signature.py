@@ -5,6 +5,7 @@ sorted-key identity means exactly the same thing by it.
 """
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Mapping
 
@@ -57,17 +58,28 @@ def _canonical_slow(value: Any, depth: int = 0, sort_keys: bool = True) -> str:
         items = [(str(k), v) for k, v in value.items()]
         if sort_keys:
             items.sort(key=lambda kv: kv[0])
-        body = ",".join(f"{orjson.dumps(k).decode()}:{_canonical_slow(v, depth + 1, sort_keys)}" for k, v in items)
+        body = ",".join(f"{_json_str(k)}:{_canonical_slow(v, depth + 1, sort_keys)}" for k, v in items)
         return "{" + body + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_canonical_slow(v, depth + 1, sort_keys) for v in value) + "]"
     if isinstance(value, float) and not math.isfinite(value):
         return "null"
-    if isinstance(value, (str, bool, float)) or value is None:
+    if isinstance(value, str):
+        return _json_str(value)
+    if isinstance(value, (bool, float)) or value is None:
         return orjson.dumps(value).decode()
     if isinstance(value, int):
         return str(value)
-    return orjson.dumps(_fallback(value)).decode()
+    fallback = _fallback(value)
+    return _canonical_slow(fallback, depth + 1, sort_keys) if isinstance(fallback, list) else _json_str(fallback)
+
+
+def _json_str(text: str) -> str:
+    try:
+        return orjson.dumps(text).decode()
+    except orjson.JSONEncodeError:
+        # A lone surrogate (json.loads accepts "\ud800"): orjson refuses it, the stdlib escapes it.
+        return json.dumps(text)
 
 
 def stable_hash(args: Any) -> int:

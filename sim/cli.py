@@ -64,6 +64,10 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
     for item in params:
         key, eq, value = item.partition("=")
         det, dot, pname = key.partition(".")
+        if ":" in key:  # a module:Class spec, whose module may be dotted: the parameter follows the class
+            module, _, rest = key.partition(":")
+            cls, dot, pname = rest.partition(".")
+            det = f"{module}:{cls}"
         if not eq or not dot or not pname:
             raise LoopbenchError(f"--param {item!r}: expected DETECTOR.PARAM=VALUE")
         target = per.setdefault(det, {})
@@ -296,6 +300,10 @@ def import_cmd(file, fmt, out_path) -> None:
     click.echo(f"wrote {n} episodes to {out_path}", err=True)
     if problems:
         sys.exit(EXIT_SKIPPED)
+
+
+# Command groups that live in their own modules register themselves on `main`.
+from . import cli_gate  # noqa: E402,F401
 
 
 if __name__ == "__main__":

@@ -75,6 +75,10 @@ class OpenClawDetector(Detector):
     19
     """
 
+    # Known conformance failures (detectors.testing), declared as data with the reason.
+    expected_failures = {"check_catches_exact_repeat": "faithful to OpenClaw: the first warning comes at the "
+                                                       "10th repeat (warning_threshold), beyond the window of 5"}
+
     def __init__(
         self,
         *,

@@ -1,0 +1,136 @@
+"""The regression gate end to end: the committed baseline passes, a worse detector fails with exit 1."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from sim.cli import main
+from sim.gate import compare, paired_interval, read_baseline
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL_SUITE = """
+name = "gate-test"
+seed = 3
+episodes = 12
+mode = "open"
+families = ["stale", "cycle", "parallel_burst", "healthy", "polling", "same_tool"]
+"""
+WORSE = "exact=tests.sim.gate_helpers:LateExact"
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_committed_baseline_passes_on_the_committed_code(tmp_path):
+    junit = tmp_path / "gate.xml"
+    r = invoke("check", "--baseline", str(ROOT / "results" / "baseline"), "--no-progress", "--junit", str(junit))
+    assert r.exit_code == 0, r.output
+    assert "no regression" in r.output
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert int(suite.get("tests")) == 15 * 5 and suite.get("failures") == "0"
+
+
+@pytest.fixture(scope="module")
+def small_baseline(tmp_path_factory):
+    d = tmp_path_factory.mktemp("gate")
+    (d / "suite.toml").write_text(SMALL_SUITE)
+    r = invoke("baseline", "update", "--suite", str(d / "suite.toml"), "--detectors", "exact,normalized",
+               "--out", str(d / "baseline"), "--no-progress")
+    assert r.exit_code == 0, r.output
+    return d
+
+
+def test_baseline_folder_is_plain_files(small_baseline):
+    b = small_baseline / "baseline"
+    assert sorted(p.name for p in b.iterdir()) == ["episodes.csv", "manifest.json", "metrics.csv", "timings.csv"]
+    manifest = json.loads((b / "manifest.json").read_text())
+    assert manifest["suite"]["seed"] == 3 and [d["label"] for d in manifest["detectors"]] == ["exact", "normalized"]
+
+
+def test_a_worse_detector_fails_the_gate_and_the_same_one_passes(small_baseline, tmp_path):
+    base = str(small_baseline / "baseline")
+    same = invoke("check", "--baseline", base, "--suite", str(small_baseline / "suite.toml"), "--no-progress")
+    assert same.exit_code == 0, same.output
+
+    junit = tmp_path / "worse.xml"
+    r = invoke("check", "--baseline", base + "/manifest.json", "--suite", str(small_baseline / "suite.toml"),
+               "--detectors", WORSE, "--junit", str(junit), "--no-progress")
+    assert r.exit_code == 1, r.output
+    lines = [line for line in r.output.splitlines() if "REGRESSION" in line and line.startswith("exact")]
+    # LateExact fires one repeat later: the detection delay regresses, overall and in the families that show it.
+    assert any(" median_delay " in line and " all " in line for line in lines), r.output
+    assert any(line.split()[1] == "cycle" for line in lines), r.output
+    assert "got worse beyond tolerance" in r.output
+    root = ET.parse(junit).getroot()  # valid XML, one testcase per detector and metric
+    cases = root.findall("./testsuite/testcase")
+    assert {c.get("name") for c in cases} == {"false_alarm_rate", "early_rate", "miss_rate", "median_delay", "p50_us"}
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    assert failed == {"median_delay"}
+    assert "cycle:" in next(c for c in cases if c.get("name") == "median_delay").find("failure").text
+    assert root.find("testsuite").get("failures") == str(len(failed))
+
+
+def test_parameters_reach_a_dotted_module_class(small_baseline):
+    # With max_repeats 1 the helper is exact again: the gate passes.
+    r = invoke("check", "--baseline", str(small_baseline / "baseline"), "--suite", str(small_baseline / "suite.toml"),
+               "--detectors", WORSE, "--param", "exact.max_repeats_per_signature=1", "--no-timing", "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert "p50_us" not in r.output
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda b: (b / "episodes.csv").unlink(), "episodes.csv: missing"),
+    (lambda b: (b / "manifest.json").write_text("{not json"), "not valid JSON"),
+    (lambda b: (b / "manifest.json").write_text(
+        (b / "manifest.json").read_text().replace('"episodes_fingerprint": "', '"episodes_fingerprint": "x')),
+     "other episodes than when the baseline was made"),
+    (lambda b: (b / "manifest.json").write_text((b / "manifest.json").read_text().replace('"seed": 3', '"seed": 4')),
+     "with another seed"),
+])
+def test_a_broken_or_stale_baseline_is_a_usage_error(small_baseline, tmp_path, mutate, message):
+    b = tmp_path / "b"
+    shutil.copytree(small_baseline / "baseline", b)
+    mutate(b)
+    r = invoke("check", "--baseline", str(b), "--suite", str(small_baseline / "suite.toml"), "--no-progress")
+    assert r.exit_code == 2 and message in r.output, r.output
+
+
+def test_unknown_label_and_missing_baseline_exit_2(small_baseline, tmp_path):
+    r = invoke("check", "--baseline", str(small_baseline / "baseline"), "--suite", str(small_baseline / "suite.toml"),
+               "--detectors", "roo_code", "--no-progress")
+    assert r.exit_code == 2 and "no baseline for detector(s) roo_code" in r.output
+    assert invoke("check", "--baseline", str(tmp_path / "nope"), "--no-progress").exit_code == 2
+
+
+def test_regression_needs_both_the_tolerance_and_the_interval(small_baseline):
+    base = read_baseline(small_baseline / "baseline")
+    rng = np.random.default_rng(0)
+    # One extra miss among 40 looping paths: 2.5 points > 2 tolerance, but the interval includes 0.
+    b = np.zeros(40)
+    c = b.copy()
+    c[0] = 1
+    low, high = paired_interval("miss_rate", b, c, rng)
+    assert low <= 0 < high
+    # Everything misses now: far beyond tolerance, and certain.
+    low, _ = paired_interval("miss_rate", b, np.ones(40), rng)
+    assert low > 0
+    same = compare(base, base, ["exact"])
+    assert not same.regressions and all(r.verdict in ("ok", "n/a") for r in same.rows)
+
+
+def test_episode_generation_does_not_depend_on_the_hash_seed():
+    """The gate pairs episodes across processes, so generation must not follow set order."""
+    code = ("from scenarios.suites import load_suite; from sim.runner import build_scenarios, generate_episodes; "
+            "from sim.trace import dumps_events, episode_events; import hashlib; s = load_suite('ci'); "
+            "eps = generate_episodes(build_scenarios(s.families, 2, s.seed, s.family_params)); "
+            "print(hashlib.sha256(b''.join(dumps_events(episode_events(e)) for e in eps)).hexdigest())")
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                           env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout for seed in ("1", "2")}
+    assert len(outs) == 1
