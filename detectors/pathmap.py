@@ -17,7 +17,8 @@ _MAX_LAYERS = 8  # frozen layers under the top before they are merged into one
 
 
 class PathCounts(Mapping):
-    """An immutable ``key -> count`` map; ``incremented(key)`` returns an extended copy.
+    """An immutable map (``key -> count`` by default); ``incremented(key)`` and
+    ``set(key, value)`` return extended copies.
 
     >>> a = PathCounts()
     >>> b = a.incremented("x")
@@ -52,17 +53,21 @@ class PathCounts(Mapping):
         return value
 
     def incremented(self, key: Hashable, by: int = 1) -> "PathCounts":
-        count = self.get(key, 0) + by
+        return self.set(key, self.get(key, 0) + by)
+
+    def set(self, key: Hashable, value) -> "PathCounts":
+        """A copy with ``key`` bound to ``value`` (never ``None``); this map is unchanged."""
+        cls = type(self)
         if key in self._local or len(self._local) < _LOCAL_MAX:
             local = self._local.copy()
-            local[key] = count
-            return PathCounts(local, self._base, self._layers)
+            local[key] = value
+            return cls(local, self._base, self._layers)
         # The top layer is full: freeze it (it is never written again) and start a new one.
         if self._layers + 1 >= _MAX_LAYERS:
-            base = PathCounts(self._flat(), None, 0)
+            base = cls(self._flat(), None, 0)
         else:
-            base = PathCounts(self._local, self._base, self._layers)
-        return PathCounts({key: count}, base, base._layers + 1)
+            base = cls(self._local, self._base, self._layers)
+        return cls({key: value}, base, base._layers + 1)
 
     def _flat(self) -> dict:
         chain = []
@@ -85,7 +90,7 @@ class PathCounts(Mapping):
         return f"PathCounts({self._flat()!r})"
 
     def __reduce__(self):
-        return (PathCounts, (self._flat(),))
+        return (type(self), (self._flat(),))
 
 
 EMPTY = PathCounts()

@@ -1,0 +1,452 @@
+"""``progress_guard``: the recommended loop guard — it flags calls that cannot make progress.
+
+Built from what the field's users ask for (PEERS.md): compare results, not only
+arguments; catch alternations and scattered repeats; treat the same error for other
+arguments as a loop; nudge before stopping; never stop a compliant agent on stale
+evidence; per-tool rules; a visible, machine-readable stop signal.
+
+Layers, cheapest and most certain first; all state is path-local and immutable:
+
+1. **Result-aware signatures.** Arguments are normalised (keys sorted, text
+   NFKC-case-folded with whitespace collapsed, paths without ``./`` or doubled
+   slashes). A repeat of a call already made on the path is a loop — unless the world
+   may have changed since (a mutating tool ran in between: edit-then-test, re-reading a
+   written file), the tool is a *poll* whose last two results still differed, or it is
+   a *retry* after a transient error within ``max_retries``. Repeats are counted
+   anywhere on the path, so alternations and longer cycles are caught at their first
+   repeat.
+2. **Parameter drift.** The same call with other numbers (``limit: 9 -> 10``, page
+   offsets) is a loop when the last such call returned nothing new.
+3. **Same-error streaks.** ``same_error_limit`` failures of one tool in a row with the
+   same error text (numbers and ids masked) make the next call of that tool a loop,
+   whatever its arguments.
+4. **No progress.** ``patience`` results in a row that added no new line of
+   information (durations, ids and timestamps masked) make the next call a loop.
+5. **Semantic similarity**, only for free-text arguments and only when the layers above
+   found nothing: a reworded call (cosine >= ``similarity``) is a loop when an earlier
+   similar call of the same tool *returned nothing new* — a refinement of a productive
+   query passes.
+6. **Tiers and the rail.** The first alarm on a path nudges, in band, saying what
+   repeated; an alarm after ``stop_after`` nudges stops (or escalates, with
+   ``escalate=True``). After ``recovery_calls`` informative calls the agent counts as
+   recovered and its strikes are forgotten. ``max_steps`` is the hard budget.
+
+Every decision carries ``events = (("loop:detected", {...}),)`` with the layer, tool and
+tier, and a STOP's ``reason`` starts with ``loop-guard:`` — a machine-readable signal.
+
+Per-tool rules come from tool-name patterns (``DEFAULT_RULES``) and can be overridden:
+``tool_overrides={"check_status": {"mode": "poll"}, "http_get": {"max_retries": 5},
+"calc": {"exempt": True}, "search": {"similarity": 0.9}}``.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import xxhash
+
+from .pathmap import PathCounts
+from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, tool_param
+from .signature import args_text, canonical_json
+
+MODES = ("default", "poll", "retry", "mutating", "exempt")
+
+#: Tool-name patterns -> mode, first match wins. Harness authors know their tools; these
+#: are the families every harness has.
+DEFAULT_RULES: tuple[tuple[str, str], ...] = (
+    (r"status|poll|wait|progress|tail|read_output|check_job|get_job|logs?$", "poll"),
+    (r"write|edit|patch|replace|create|delete|remove|update|insert|apply|move|rename|mkdir|commit|install"
+     r"|exec|shell|bash|terminal|run_command|type|click|input|send", "mutating"),
+    (r"http|fetch|request|download|curl|url|api|web_get|get_page", "retry"),
+)
+
+_FREE_KEYS = frozenset((
+    "query", "q", "queries", "prompt", "text", "message", "question", "instruction", "instructions",
+    "task", "description", "search", "search_query", "keywords", "topic", "goal", "request",
+))
+
+_VOLATILE = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"  # timestamps
+    r"|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"  # uuids
+    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b"  # hex ids
+    r"|\b\d+(?:\.\d+)?\s?(?:ms|us|µs|ns|s|sec|secs|seconds)\b"  # durations
+    r"|\bpid[ =:]\d+",
+    re.I,
+)
+_DIGITS = re.compile(r"\d+")
+_SPACE = re.compile(r"\s+")
+_TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]?out|temporar\w*|unavailable|retry|rate.?limit\w*|try again|overloaded)\b", re.I)
+_MAX_OBS_CHARS = 100_000
+
+
+def _h(data: bytes | str) -> int:
+    return xxhash.xxh3_64_intdigest(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+
+
+def _norm_text(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = _SPACE.sub(" ", text).strip()
+    if "/" in text and " " not in text:  # a path or URL
+        while text.startswith("./"):
+            text = text[2:]
+        while "//" in text.replace("://", ""):
+            text = text.replace("://", "\x00").replace("//", "/").replace("\x00", "://")
+        text = text.rstrip("/") or "/"
+    return text
+
+
+def _normalise(value: Any, numbers: bool, depth: int = 0) -> Any:
+    if isinstance(value, str):
+        return _norm_text(value[:_MAX_OBS_CHARS])
+    if depth > 60:
+        return "<deep>"
+    if isinstance(value, Mapping):
+        return {str(k).casefold(): _normalise(v, numbers, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v, numbers, depth + 1) for v in value]
+    if not numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "#"
+    return value
+
+
+def _text_of(content: Any) -> str:
+    if not isinstance(content, str):
+        content = canonical_json(content).decode("utf-8", "replace")
+    return content[:_MAX_OBS_CHARS]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    count: int
+    last_step: int
+    last_fp: int | None
+    prev_fp: int | None
+    informative: bool
+    transient_run: int  # consecutive transient errors of this call
+
+
+@dataclass(frozen=True, slots=True)
+class SemEntry:
+    tool: str
+    skeleton: int
+    text: str
+    informative: bool
+    label: str
+    parent: "SemEntry | None"
+
+
+@dataclass(frozen=True, slots=True)
+class GuardState:
+    step: int = 0
+    keys: PathCounts = field(default_factory=PathCounts)
+    families: PathCounts = field(default_factory=PathCounts)
+    lines: PathCounts = field(default_factory=PathCounts)
+    sem: SemEntry | None = None
+    last_mutation: int = -1
+    stale_streak: int = 0
+    error_tool: str | None = None
+    error_key: int | None = None
+    error_run: int = 0
+    strikes: int = 0
+    since_strike: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    key: tuple
+    family: tuple
+    free: tuple[str, ...]
+    skeleton: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Finding:
+    layer: str
+    detail: str
+    strength: float = 1.0
+
+
+class ProgressGuard(Detector):
+    """Flag calls that cannot make progress: result-aware, layered, nudge first, then stop.
+
+    See the module docstring for the layers. Parameters (all with per-tool overrides in
+    ``tool_overrides``, except ``max_steps``, ``stop_after``, ``escalate``,
+    ``recovery_calls`` and ``semantic``):
+
+    - ``max_retries`` (3): retries of a call after transient errors that stay allowed;
+    - ``poll_limit`` (50): polls of one call allowed while its answer keeps changing;
+    - ``same_error_limit`` (2): failures in a row with the same error before the next call is a loop;
+    - ``patience`` (3): uninformative results in a row before the next call is a loop;
+    - ``similarity`` (0.8): cosine above which a reworded free-text call counts as the same intent;
+    - ``semantic`` (True): use the embedding layer (needs sentence-transformers);
+    - ``stop_after`` (1): nudges on a path before the next alarm stops;
+    - ``escalate`` (False): escalate to a human instead of stopping;
+    - ``recovery_calls`` (2): informative calls after a nudge that clear the strikes;
+    - ``max_steps`` (200): the hard budget on one path.
+
+    >>> g = ProgressGuard(semantic=False)
+    >>> s = g.start()
+    >>> c = ToolCall("search", {"query": "Q3 revenue"})
+    >>> s = g.record(s, c, g.check(s, c), Observation("[D1] Revenue Q3"))
+    >>> d = g.check(s, ToolCall("search", {"query": " q3  REVENUE"}))
+    >>> d.verdict, d.message.split(":")[0]
+    (<Verdict.NUDGE: 'nudge'>, 'Loop guard')
+    """
+
+    def __init__(
+        self,
+        *,
+        max_retries: int = 3,
+        poll_limit: int = 50,
+        same_error_limit: int = 2,
+        patience: int = 3,
+        similarity: float = 0.8,
+        semantic: bool = True,
+        stop_after: int = 1,
+        escalate: bool = False,
+        recovery_calls: int = 2,
+        max_steps: int = 200,
+        tool_overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        embedder: Any = None,
+    ):
+        self.max_retries = max_retries
+        self.poll_limit = poll_limit
+        self.same_error_limit = same_error_limit
+        self.patience = patience
+        self.similarity = similarity
+        self.semantic = semantic
+        self.stop_after = stop_after
+        self.escalate = escalate
+        self.recovery_calls = recovery_calls
+        self.max_steps = max_steps
+        self.tool_overrides = tool_overrides
+        self.embedder = embedder
+        self._modes: dict[str, str] = {}
+        self._memo: tuple[ToolCall | None, _Prepared | None] = (None, None)
+        self.semantic_checks = 0  # how often the semantic layer was consulted
+        self.model_calls = 0
+        self.cache_hits = 0
+        self.cache_lookups = 0
+
+    @classmethod
+    def param_names(cls) -> list[str]:
+        return [p for p in super().param_names() if p != "embedder"]
+
+    def clone(self, **overrides: Any) -> "ProgressGuard":
+        twin = super().clone(**overrides)
+        twin.embedder = self.embedder
+        return twin
+
+    # -- per-tool rules -------------------------------------------------------------------
+    def mode(self, tool: str) -> str:
+        m = self._modes.get(tool)
+        if m is None:
+            if tool_param(self.tool_overrides, tool, "exempt", False):
+                m = "exempt"
+            else:
+                m = tool_param(self.tool_overrides, tool, "mode", None)
+                if m is None:
+                    low = tool.lower()
+                    m = next((mode for pattern, mode in DEFAULT_RULES if re.search(pattern, low)), "default")
+            if m not in MODES:
+                raise ValueError(f"tool {tool!r}: mode must be one of {', '.join(MODES)}, got {m!r}")
+            self._modes[tool] = m
+        return m
+
+    def _param(self, tool: str, name: str) -> Any:
+        return tool_param(self.tool_overrides, tool, name, getattr(self, name))
+
+    # -- what a call is -----------------------------------------------------------------
+    def _prepare(self, call: ToolCall) -> _Prepared:
+        memo_call, memo = self._memo
+        if memo_call is call and memo is not None:
+            return memo
+        args = call.args if isinstance(call.args, Mapping) else {"_": call.args}
+        key = (call.tool, _h(canonical_json(_normalise(args, True))))
+        family = (call.tool, _h(canonical_json(_normalise(args, False))))
+        free: list[str] = []
+        skeleton: dict[str, Any] = {}
+        for k, v in args.items():
+            if isinstance(v, str) and (str(k).lower() in _FREE_KEYS or (len(v.split()) >= 3 and "/" not in v)) and v.strip():
+                free.append(_norm_text(v[:2000]))
+            else:
+                skeleton[str(k)] = v
+        prepared = _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton, True))))
+        self._memo = (call, prepared)
+        return prepared
+
+    # -- the protocol -------------------------------------------------------------------
+    def start(self) -> GuardState:
+        return GuardState()
+
+    def check(self, state: GuardState, call: ToolCall) -> Decision:
+        mode = self.mode(call.tool)
+        if mode == "exempt":
+            return allow(0)
+        if state.step >= self.max_steps:
+            return Decision(Verdict.STOP, float(state.step), message=f"Loop guard: step budget of {self.max_steps} tool calls exhausted.",
+                            reason=f"loop-guard: budget: {self.max_steps} steps",
+                            events=(("loop:detected", {"layer": "budget", "tool": call.tool, "tier": "stop"}),))
+        p = self._prepare(call)
+        finding, evidence = self._find(state, call, p, mode)
+        if finding is None:
+            return allow(evidence)
+        tier = "stop" if state.strikes >= self.stop_after else "nudge"
+        verdict = Verdict.NUDGE if tier == "nudge" else (Verdict.ESCALATE if self.escalate else Verdict.STOP)
+        what = f"{call.tool}({args_text(call.args)[:160]})"
+        if tier == "nudge":
+            message = (f"Loop guard: {what} {finding.detail}. Repeating it will not give you anything new. "
+                       f"Use what you already have, change your approach, or give your best answer now.")
+        else:
+            message = (f"Loop guard: stopping. {what} {finding.detail}, and the agent kept going after "
+                       f"{state.strikes} warning(s).")
+        return Decision(
+            verdict,
+            1.0 + state.strikes,
+            message=message,
+            reason=f"loop-guard: {finding.layer}: {finding.detail}",
+            events=(("loop:detected", {"layer": finding.layer, "tool": call.tool, "tier": tier,
+                                       "strikes": state.strikes, "detail": finding.detail}),),
+        )
+
+    def _find(self, state: GuardState, call: ToolCall, p: _Prepared, mode: str) -> tuple[_Finding | None, float]:
+        tool = call.tool
+        info: KeyInfo | None = state.keys.get(p.key)
+        if info is not None:
+            ago = state.step - info.last_step
+            changed = state.last_mutation > info.last_step and mode != "mutating"
+            if changed:
+                pass  # the world may have changed since: a re-read or re-test is progress
+            elif mode == "poll":
+                if info.prev_fp is not None and info.prev_fp == info.last_fp:
+                    return _Finding("signature", "was polled twice with the same answer"), 1.0
+                if info.count >= self._param(tool, "poll_limit"):
+                    return _Finding("signature", f"was polled {info.count} times"), 1.0
+            elif mode == "retry" and info.transient_run and info.transient_run <= self._param(tool, "max_retries"):
+                pass  # a retry after a transient error, within the allowance
+            else:
+                times = "once" if info.count == 1 else f"{info.count} times"
+                return _Finding("signature", f"already ran {times} on this path ({ago} call(s) ago) and "
+                                             f"{'returned nothing new' if not info.informative else 'its result is already known'}"), 1.0
+        fam = state.families.get(p.family)
+        if fam is not None and info is None:
+            last_step, informative = fam
+            if not informative and state.last_mutation <= last_step:
+                return _Finding("drift", "differs from an earlier call only in its numbers, and that call returned nothing new"), 1.0
+        if (state.error_run >= self._param(tool, "same_error_limit") and state.error_tool == tool
+                and mode != "exempt"):
+            return _Finding("same_error", f"follows {state.error_run} failures of {tool} in a row with the same error"), 1.0
+        patience = self._param(tool, "patience")
+        if state.stale_streak >= patience:
+            return _Finding("no_progress", f"follows {state.stale_streak} results in a row that added nothing new"), 1.0
+        evidence = state.stale_streak / (patience + 1)
+        if self.semantic and p.free and state.sem is not None:
+            finding, sim = self._semantic(state, tool, p)
+            if finding is not None:
+                return finding, 1.0
+            evidence = max(evidence, min(0.99, sim))
+        return None, round(evidence, 6)
+
+    def _semantic(self, state: GuardState, tool: str, p: _Prepared) -> tuple[_Finding | None, float]:
+        earlier = []
+        e = state.sem
+        while e is not None:
+            if e.tool == tool and e.skeleton == p.skeleton:
+                earlier.append(e)
+            e = e.parent
+        if not earlier:
+            return None, 0.0
+        self.semantic_checks += 1
+        text = " | ".join(p.free)
+        vecs = self._vectors([text] + [x.text for x in earlier])
+        sims = vecs[1:] @ vecs[0]
+        threshold = self._param(tool, "similarity")
+        best = 0.0
+        for entry, sim in zip(earlier, sims):
+            sim = float(sim)
+            best = max(best, sim)
+            if sim >= threshold and not entry.informative:
+                return _Finding("semantic", f"rewords {entry.label} (similarity {sim:.2f}), which returned nothing new"), sim
+        return None, best
+
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        emb = self._embedder()
+        before = getattr(emb, "model_calls", None)
+        out = emb.embed(texts)
+        if before is not None:
+            self.model_calls += emb.model_calls - before
+        self.cache_lookups += len(texts)
+        return out
+
+    def _embedder(self):
+        if self.embedder is None:
+            from .embedding_model import shared_embedder
+
+            self.embedder = shared_embedder()
+        return self.embedder
+
+    def prefetch(self, calls: Iterable[ToolCall]) -> int:
+        """Encode every distinct free text of ``calls`` in one batch (open-loop runs)."""
+        if not self.semantic:
+            return 0
+        texts = sorted({" | ".join(self._prepare(c).free) for c in calls if self._prepare(c).free})
+        if not texts:
+            return 0
+        emb = self._embedder()
+        return emb.prefetch(texts) if hasattr(emb, "prefetch") else len(emb.embed(texts))
+
+    def record(self, state: GuardState, call: ToolCall, decision: Decision, observation: Observation | None) -> GuardState:
+        if observation is None or observation.nudge:
+            # The call did not run: a strike if we intervened, nothing learned otherwise.
+            if decision.alarm:
+                return replace(state, strikes=state.strikes + 1, since_strike=0)
+            return state
+        mode = self.mode(call.tool)
+        if mode == "exempt":
+            return replace(state, step=state.step + 1)
+        p = self._prepare(call)
+        text = _text_of(observation.content)
+        masked = _VOLATILE.sub("~", text)
+        fp = _h(masked)
+        lines = state.lines
+        new_lines = 0
+        for line in masked.splitlines() or [""]:
+            line = line.strip()
+            if not line:
+                continue
+            lh = _h(line)
+            if lh not in lines:
+                lines = lines.set(lh, 1)
+                new_lines += 1
+        informative = new_lines > 0
+        transient = observation.error and bool(_TRANSIENT.search(text))
+        info: KeyInfo | None = state.keys.get(p.key)
+        keys = state.keys.set(p.key, KeyInfo(
+            (info.count if info else 0) + 1, state.step, fp, info.last_fp if info else None, informative,
+            ((info.transient_run if info else 0) + 1) if transient else 0,
+        ))
+        families = state.families.set(p.family, (state.step, informative))
+        sem = state.sem
+        if p.free:
+            label = f"{call.tool}({args_text(call.args)[:100]})"
+            sem = SemEntry(call.tool, p.skeleton, " | ".join(p.free), informative, label, sem)
+        if observation.error and not transient:
+            err_key = _h(_DIGITS.sub("#", masked)[:200])
+            same = state.error_key == err_key and state.error_tool == call.tool
+            error_tool, error_key, error_run = call.tool, err_key, (state.error_run + 1 if same else 1)
+        else:
+            error_tool, error_key, error_run = None, None, 0
+        strikes = state.strikes + (1 if decision.alarm else 0)
+        since = 0 if decision.alarm else state.since_strike + (1 if informative else 0)
+        if strikes and since >= self.recovery_calls:
+            strikes, since = 0, 0  # the agent changed course: old evidence no longer counts against it
+        return GuardState(
+            step=state.step + 1, keys=keys, families=families, lines=lines, sem=sem,
+            last_mutation=state.step if mode == "mutating" else state.last_mutation,
+            stale_streak=0 if informative else state.stale_streak + 1,
+            error_tool=error_tool, error_key=error_key, error_run=error_run,
+            strikes=strikes, since_strike=since,
+        )
