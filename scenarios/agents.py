@@ -56,6 +56,7 @@ class LoopSpec:
     on_nudge: Callable[[int, random.Random], ToolCall] | None = None
     per_turn: int = 1
     thought: str = "That did not give me what I need; let me try again."
+    evade_thought: str = "Understood. Let me phrase it differently."
     productive: frozenset[int] = frozenset()  # stuck-phase calls that do gain something
 
 
@@ -128,7 +129,7 @@ class Agent:
             calls = tuple(_with_id(gen(state.loop_i + j, rng), f"{call_prefix}{j}") for j in range(n))
             kind = "evasion" if state.evading else loop.kind
             expect = tuple((state.loop_i + j) not in loop.productive for j in range(n))
-            return Turn(loop.thought, calls, "join", expect, kind)
+            return Turn(loop.evade_thought if state.evading else loop.thought, calls, "join", expect, kind)
         if state.turn < len(script.turns):
             intent = script.turns[state.turn]
             calls = tuple(_with_id(c, f"{call_prefix}{j}") for j, c in enumerate(intent.calls))
@@ -159,7 +160,9 @@ class Agent:
     def _recovers(self, state: AgentState) -> bool:
         if self.persona == "diligent":
             return True
-        if self.persona == "obedient":
+        if self.persona in ("obedient", "planner"):
+            # A planner told "X is done, do Y instead" follows the redirect as often as an
+            # obedient agent follows a nudge.
             return self._rng(state, "recover").random() < self.recover_p
         return False  # stubborn and paraphraser ignore nudges; evasive rewords instead
 

@@ -252,3 +252,4 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, no_pr
         sys.exit(EXIT_SKIPPED)
 if __name__ == "__main__":
     main()
+from . import cli_families  # noqa: E402,F401

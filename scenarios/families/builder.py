@@ -21,6 +21,11 @@ from ..world import World, WorldState
 CONCEPT_NAMES = sorted(CONCEPTS)
 
 
+def span(v) -> tuple[int, int]:
+    """A family parameter as an inclusive range: ``(lo, hi)``, ``[lo, hi]`` or one number."""
+    return (int(v), int(v)) if isinstance(v, (int, float)) else (int(v[0]), int(v[1]))
+
+
 class ScriptError(AssertionError):
     """A family tried to build a call whose world verdict contradicts its intent."""
 
