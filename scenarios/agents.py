@@ -57,6 +57,7 @@ class LoopSpec:
     per_turn: int = 1
     thought: str = "That did not give me what I need; let me try again."
     evade_thought: str = "Understood. Let me phrase it differently."
+    uses_rng: bool = True  # False when ``calls`` ignores its rng (skips seeding one per turn)
     productive: frozenset[int] = frozenset()  # stuck-phase calls that do gain something
 
 
@@ -123,7 +124,7 @@ class Agent:
         if loop is not None and not state.loop_done and state.turn >= loop.at:
             if state.loop_i >= loop.length:
                 return Turn("I keep getting the same thing. I give up on this.", (), "join", (), None, final=True)
-            rng = self._rng(state, "loop")
+            rng = self._rng(state, "loop") if loop.uses_rng else None
             gen = loop.on_nudge if (state.evading and loop.on_nudge is not None) else loop.calls
             n = min(loop.per_turn, loop.length - state.loop_i)
             calls = tuple(_with_id(gen(state.loop_i + j, rng), f"{call_prefix}{j}") for j in range(n))

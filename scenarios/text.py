@@ -159,10 +159,10 @@ def refine(text: str, rng: random.Random, candidates: Iterable[str], n: int = 12
     """Up to ``n`` refinements of ``text``: one concept added or swapped for another.
 
     Each is an edit of the original of the same size as a paraphrase's (the new
-    concept's phrase inserted or put in place of an old one, sometimes plus one
-    paraphrase edit), or now and then a fresh rendering, so wording similarity cannot
-    tell a refinement from a paraphrase. Returned in a random order; the caller keeps
-    those the world rewards.
+    concept's phrase inserted or put in place of an old one, often plus one paraphrase
+    edit) or, a third of the time, a fresh rendering, so wording similarity cannot tell
+    a refinement from a paraphrase. Returned in a random order; the caller keeps those
+    the world rewards.
     """
     cs = concepts_of(text)
     pool = [c for c in candidates if c not in cs]

@@ -196,6 +196,7 @@ class World:
     # never change after build().
     _ranked: dict[frozenset[str], list[Document]] = field(default_factory=dict, repr=False, compare=False)
     _lines: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    _by_concept: dict[str, list[Document]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, seed: int, n_docs: int = 140) -> "World":
@@ -204,8 +205,9 @@ class World:
         names = _NAMES
         nn = len(names)
         docs = []
+        stream = hashlib.shake_256(f"{seed}\x1fdocs".encode()).digest(64 * n_docs)
         for i in range(n_docs):
-            r = _bytes(seed, "doc", i)
+            r = stream[64 * i: 64 * i + 64]
             k = (2, 2, 3)[r[0] % 3]
             picked: list[str] = []
             j = 1
@@ -227,12 +229,22 @@ class World:
             return hit
         ranked: list[Document] = []
         if qc:
-            scored = [(len(qc & d.concepts), d) for d in self.docs]
-            best = max(s for s, _ in scored)
-            if best:
+            index = self._by_concept
+            if not index:
+                for d in self.docs:
+                    for c in d.concepts:
+                        index.setdefault(c, []).append(d)
+            hits: dict[str, int] = {}
+            docs: dict[str, Document] = {}
+            for c in qc:
+                for d in index.get(c, ()):
+                    hits[d.id] = hits.get(d.id, 0) + 1
+                    docs[d.id] = d
+            if hits:
                 # Only documents that match as well as the best one: adding a concept
                 # narrows or shifts the result set, rewording keeps it.
-                ranked = sorted((d for s, d in scored if s == best), key=lambda d: d.id)
+                best = max(hits.values())
+                ranked = [docs[i] for i in sorted(i for i, n in hits.items() if n == best)]
         self._ranked[qc] = ranked
         return ranked
 

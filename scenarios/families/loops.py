@@ -2,7 +2,9 @@
 
 Each family writes a productive prefix, sets up what the agent will get stuck on, and
 hands a list of stuck calls to the agent. With probability ``tree_share`` the episode
-is a tree: the loop happens on one branch while its siblings work normally.
+is a tree: the loop happens on one branch of each of ``depth`` nested branching turns
+while the siblings work normally. ``evasion`` is recorded under a one-shot guard so its
+trace shows the nudge; ``replan`` is played by a planner that declares its plan.
 """
 from __future__ import annotations
 

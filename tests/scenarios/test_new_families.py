@@ -165,3 +165,29 @@ def test_families_command_prints_parameters(tmp_path):
     assert "cycle (loop)" in out.output and "2-8" in out.output and "nudge_at" in out.output
     bad = CliRunner().invoke(main, ["families", "nope"])
     assert bad.exit_code == 2 and "unknown scenario families: nope" in bad.output
+
+
+def test_nudges_history_and_plans_survive_the_trace_format(tmp_path):
+    from sim.trace import read_trace, write_trace
+
+    eps = [generate(make_scenario(f, i)) for f in ("evasion", "compliant", "replan") for i in range(4)]
+    write_trace(tmp_path / "t.jsonl", eps)
+    back = {e.id: e for e in read_trace(tmp_path / "t.jsonl").episodes}
+    for ep in eps:
+        got = back[ep.id]
+        assert got.family == ep.family and got.meta.get("scored_from") == ep.meta.get("scored_from")
+        assert [n.observation.nudge for n in got.tool_nodes()] == [n.observation.nudge for n in ep.tool_nodes()]
+        assert [n.call.step for n in got.tool_nodes()] == [n.call.step for n in ep.tool_nodes()]
+        assert [o.outcome for o in episode_outcomes(got, {})] == [o.outcome for o in episode_outcomes(ep, {})]
+        plans = lambda e: [n.message.plan for n in e.nodes if isinstance(n, ThinkNode) and n.message.plan]  # noqa: E731
+        assert plans(got) == plans(ep)
+
+
+def test_long_cycles_are_past_gemini_clis_cycle_check():
+    from detectors.registry import make_detector
+
+    def fired(k):
+        eps = [generate(make_scenario("cycle", i, cycle=(k, k), tree_share=0.0)) for i in range(4)]
+        return sum(any(s.verdict.value != "allow" for s in score_episode(make_detector("gemini_cli"), ep)) for ep in eps)
+
+    assert fired(3) == 4 and fired(7) == 0
