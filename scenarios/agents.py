@@ -56,6 +56,8 @@ class LoopSpec:
     on_nudge: Callable[[int, random.Random], ToolCall] | None = None
     per_turn: int = 1
     thought: str = "That did not give me what I need; let me try again."
+    evade_thought: str = "Understood. Let me phrase it differently."
+    uses_rng: bool = True  # False when ``calls`` ignores its rng (skips seeding one per turn)
     productive: frozenset[int] = frozenset()  # stuck-phase calls that do gain something
 
 
@@ -122,13 +124,13 @@ class Agent:
         if loop is not None and not state.loop_done and state.turn >= loop.at:
             if state.loop_i >= loop.length:
                 return Turn("I keep getting the same thing. I give up on this.", (), "join", (), None, final=True)
-            rng = self._rng(state, "loop")
+            rng = self._rng(state, "loop") if loop.uses_rng else None
             gen = loop.on_nudge if (state.evading and loop.on_nudge is not None) else loop.calls
             n = min(loop.per_turn, loop.length - state.loop_i)
             calls = tuple(_with_id(gen(state.loop_i + j, rng), f"{call_prefix}{j}") for j in range(n))
             kind = "evasion" if state.evading else loop.kind
             expect = tuple((state.loop_i + j) not in loop.productive for j in range(n))
-            return Turn(loop.thought, calls, "join", expect, kind)
+            return Turn(loop.evade_thought if state.evading else loop.thought, calls, "join", expect, kind)
         if state.turn < len(script.turns):
             intent = script.turns[state.turn]
             calls = tuple(_with_id(c, f"{call_prefix}{j}") for j, c in enumerate(intent.calls))
@@ -159,7 +161,9 @@ class Agent:
     def _recovers(self, state: AgentState) -> bool:
         if self.persona == "diligent":
             return True
-        if self.persona == "obedient":
+        if self.persona in ("obedient", "planner"):
+            # A planner told "X is done, do Y instead" follows the redirect as often as an
+            # obedient agent follows a nudge.
             return self._rng(state, "recover").random() < self.recover_p
         return False  # stubborn and paraphraser ignore nudges; evasive rewords instead
 

@@ -33,6 +33,12 @@ class Scenario:
     #: Calls before this index are history the agent brings along (e.g. a loop a guard
     #: already handled); the scorer judges only what comes after.
     scored_from: int = 0
+    #: The obedient and planner personas' chance to change course after a nudge.
+    recover_p: float = 0.7
+    #: A guard the harness runs while *recording* the open-loop episode, as
+    #: ``(detector name, parameters)``: families whose story needs a nudge in the trace
+    #: (evasion, compliant). In closed loop the detector under test is the guard instead.
+    recording_guard: tuple[str, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,40 @@ class FamilyInfo:
 
 
 FAMILIES: dict[str, FamilyInfo] = {}
+
+#: What each family parameter means (``loopbench families`` prints them). A range
+#: ``(lo, hi)`` is drawn uniformly per episode; a single number fixes it.
+PARAM_DOCS: dict[str, str] = {
+    "prefix": "productive calls before the loop starts (where it starts)",
+    "loop_length": "stuck calls before the agent gives up",
+    "tree_share": "probability that the episode is a branching tree",
+    "branching": "calls per branching turn",
+    "depth": "branching turns on the looping path of a tree (nesting depth)",
+    "personas": "persona mix the agent is drawn from (matters in closed loop: who recovers after a nudge)",
+    "recover_p": "an obedient or planner agent's chance to change course after a nudge",
+    "cycle": "calls in the repeated cycle (6-8 is past short-period cycle checks)",
+    "nudge_at": "repeats up to and including the one the recording guard nudges",
+    "plan_length": "steps of the plan declared up front",
+    "sloppy_steps": "finished steps the sloppy re-plan lists again",
+    "length": "productive calls in the episode",
+    "polls": "polls before the job reports done",
+    "failures": "transient errors before the endpoint answers",
+    "refinements": "refined queries after the first search",
+    "rounds": "edit / re-test rounds",
+    "after": "productive calls after the branching turn (or, in compliant, after the nudge)",
+}
+#: Where a parameter means something else in one family.
+FAMILY_PARAM_DOCS: dict[tuple[str, str], str] = {
+    ("replan", "prefix"): "plan steps done before the plan goes stale (at most plan_length - 1)",
+    ("replan", "loop_length"): "redone (finished) steps before the agent gives up",
+    ("compliant", "prefix"): "productive calls before the agent gets stuck",
+    ("compliant", "loop_length"): "repeats the agent would make if nothing nudged it (closed loop)",
+    ("parallel_burst", "loop_length"): "identical calls proposed in the one turn",
+}
+
+
+def param_doc(family_name: str, param: str) -> str:
+    return FAMILY_PARAM_DOCS.get((family_name, param), PARAM_DOCS.get(param, ""))
 MAX_ATTEMPTS = 20
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import operator
-import random
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -52,12 +51,70 @@ def _h(*parts: Any) -> str:
     return hashlib.blake2s("\x1f".join(map(str, parts)).encode(), digest_size=6).hexdigest()
 
 
+_NAMES = sorted(CONCEPTS)
+_PATHS = tuple(f"{d}/{stem}_{d}.{'py' if d in ('src', 'tests') else 'md'}"
+               for d in ("src", "docs", "data", "tests")
+               for stem in ("core", "util", "io", "api", "model", "cli", "db", "log"))
+
+
+def _bytes(*parts: Any) -> bytes:
+    """64 deterministic pseudo-random bytes keyed by ``parts``."""
+    return hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=64).digest()
+
+
 @dataclass(frozen=True, slots=True)
 class Document:
+    """A document of the collection; its text is rendered only when a search shows it."""
+
     id: str
-    title: str
     concepts: frozenset[str]
-    body: str
+    key: bytes  # the keyed random bytes its wording is drawn from
+
+    @property
+    def title(self) -> str:
+        return " ".join(CONCEPTS[c][0] for c in sorted(self.concepts)).title()
+
+    @property
+    def body(self) -> str:
+        r = self.key
+        return f"{self.title}: " + "; ".join(
+            f"{CONCEPTS[c][r[40 + n] % len(CONCEPTS[c])]} item {10 + (r[50 + 2 * n] << 8 | r[51 + 2 * n]) % 990}"
+            for n, c in enumerate(sorted(self.concepts))
+        )
+
+
+class _Files(Mapping[str, str]):
+    """The virtual file system's original contents, each rendered on first read."""
+
+    def __init__(self, seed: int, paths: tuple[str, ...]):
+        self._seed, self._paths, self._cache = seed, paths, {}
+        self._set = frozenset(paths)
+
+    def __getitem__(self, path: str) -> str:
+        hit = self._cache.get(path)
+        if hit is None:
+            if path not in self._set:
+                raise KeyError(path)
+            names = _NAMES
+            nn = len(names)
+            r = _bytes(self._seed, "file", path)
+            hit = self._cache[path] = f"# {path}\n" + "\n".join(
+                f"line {n}: {names[r[1 + 4 * n] % nn]} {names[r[2 + 4 * n] % nn]} value={(r[3 + 4 * n] << 8 | r[4 + 4 * n]) % 10000}"
+                for n in range(4 + r[0] % 9)
+            )
+        return hit
+
+    def get(self, path, default=None):
+        return self[path] if path in self._set else default
+
+    def __contains__(self, path) -> bool:
+        return path in self._set
+
+    def __iter__(self):
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,64 +187,83 @@ class World:
 
     seed: int
     docs: list[Document] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
     flaky: dict[str, int] = field(default_factory=dict)  # url -> transient failures before success
     auth_required: tuple[str, ...] = ("https://api.internal/",)
     jobs: dict[str, int] = field(default_factory=dict)  # job id -> polls until done
     tools: Mapping[str, ToolSpec] = field(default_factory=lambda: dict(TOOLS))
+    # Search results per concept set, and each document's result line; the documents
+    # never change after build().
+    _ranked: dict[frozenset[str], list[Document]] = field(default_factory=dict, repr=False, compare=False)
+    _lines: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    _by_concept: dict[str, list[Document]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def build(cls, seed: int, n_docs: int = 90) -> "World":
-        rng = random.Random(seed * 7919 + 17)
-        names = sorted(CONCEPTS)
+    def build(cls, seed: int, n_docs: int = 140) -> "World":
+        """The world of ``seed``. Content comes from one keyed hash per document and file
+        and is rendered lazily: a suite builds a world per episode, tens of thousands."""
+        names = _NAMES
+        nn = len(names)
         docs = []
+        stream = hashlib.shake_256(f"{seed}\x1fdocs".encode()).digest(64 * n_docs)
         for i in range(n_docs):
-            k = rng.choice((2, 2, 3))
-            cs = frozenset(rng.sample(names, k))
-            title = " ".join(CONCEPTS[c][0] for c in sorted(cs)).title()
-            body = f"{title}: " + "; ".join(
-                f"{CONCEPTS[c][rng.randrange(len(CONCEPTS[c]))]} item {rng.randint(10, 999)}" for c in sorted(cs)
-            )
-            docs.append(Document(f"D{i:03d}", title, cs, body))
-        files = {}
-        for d in ("src", "docs", "data", "tests"):
-            for j in range(8):
-                path = f"{d}/{['core', 'util', 'io', 'api', 'model', 'cli', 'db', 'log'][j]}_{d}.{'py' if d in ('src', 'tests') else 'md'}"
-                files[path] = f"# {path}\n" + "\n".join(
-                    f"line {n}: {rng.choice(names)} {rng.choice(names)} value={rng.randint(0, 9999)}" for n in range(rng.randint(4, 12))
-                )
-        return cls(seed=seed, docs=docs, files=files)
+            r = stream[64 * i: 64 * i + 64]
+            k = (2, 2, 3)[r[0] % 3]
+            picked: list[str] = []
+            j = 1
+            while len(picked) < k:
+                c = names[(r[j] << 8 | r[j + 1]) % nn]
+                j += 2
+                if c not in picked:
+                    picked.append(c)
+            docs.append(Document(f"D{i:03d}", frozenset(picked), r))
+        return cls(seed=seed, docs=docs, files=_Files(seed, _PATHS))
 
     # -- helpers for scenario authors (never seen by detectors) ------------------------------
     def search_ids(self, query: str, limit: int = 3, offset: int = 0) -> list[str]:
         return [d.id for d in self._rank(concepts_of(query))[offset:offset + limit]]
 
     def _rank(self, qc: frozenset[str]) -> list[Document]:
-        if not qc:
-            return []
-        cache = self.__dict__.setdefault("_rank_cache", {})
-        hit = cache.get(qc)
-        if hit is None:
-            hit = cache[qc] = self._rank_uncached(qc)
-        return hit
+        hit = self._ranked.get(qc)
+        if hit is not None:
+            return hit
+        ranked: list[Document] = []
+        if qc:
+            index = self._by_concept
+            if not index:
+                for d in self.docs:
+                    for c in d.concepts:
+                        index.setdefault(c, []).append(d)
+            hits: dict[str, int] = {}
+            docs: dict[str, Document] = {}
+            for c in qc:
+                for d in index.get(c, ()):
+                    hits[d.id] = hits.get(d.id, 0) + 1
+                    docs[d.id] = d
+            if hits:
+                # Only documents that match as well as the best one: adding a concept
+                # narrows or shifts the result set, rewording keeps it.
+                best = max(hits.values())
+                ranked = [docs[i] for i in sorted(i for i, n in hits.items() if n == best)]
+        self._ranked[qc] = ranked
+        return ranked
 
-    def _rank_uncached(self, qc: frozenset[str]) -> list[Document]:
-        scored = [(len(qc & d.concepts), d) for d in self.docs]
-        best = max(s for s, _ in scored)
-        if best == 0:
-            return []
-        # Only documents that match as well as the best one: adding a concept narrows or
-        # shifts the result set, rewording keeps it.
-        return sorted((d for s, d in scored if s == best), key=lambda d: (-len(d.concepts & qc), d.id))
+    def _doc_line(self, d: Document) -> str:
+        line = self._lines.get(d.id)
+        if line is None:
+            line = self._lines[d.id] = f"[{d.id}] {d.title} — {d.body[:90]}"
+        return line
 
     def dirs(self) -> list[str]:
         return sorted({p.split("/")[0] for p in self.files})
 
     # -- execution ------------------------------------------------------------------------
     def execute(self, state: WorldState, call: ToolCall) -> Result:
-        args = call.args if isinstance(call.args, Mapping) else {}
+        args = call.args
+        if not isinstance(args, dict):
+            args = args if isinstance(args, Mapping) else {}
         handler = getattr(self, f"_t_{call.tool}", None)
-        nxt = replace(state, tick=state.tick + 1)
+        nxt = WorldState(state.tick + 1, state.written, state.attempts, state.job_started)
         if handler is None:
             obs = Observation(f"Error: unknown tool {call.tool!r}", error=True)
             facts = frozenset({f"err:unknown_tool:{call.tool}"})
@@ -204,8 +280,8 @@ class World:
 
     def _noise(self, state: WorldState, what: str) -> str:
         # Volatile bits real tools print: the same call rarely returns byte-identical text.
-        rng = random.Random(f"{self.seed}:{state.tick}:{what}")
-        return f"(took {rng.randint(8, 240)} ms, request {rng.getrandbits(32):08x})"
+        r = _bytes(self.seed, state.tick, what)
+        return f"(took {8 + r[0] % 233} ms, request {r[1:5].hex()})"
 
     def _t_search(self, state: WorldState, args: Mapping[str, Any]):
         query = str(args.get("query", args.get("q", "")))
@@ -217,9 +293,10 @@ class World:
         page = ranked[offset:offset + limit]
         if not page:
             why = "no documents match" if not ranked else f"offset {offset} is past the last result ({len(ranked)})"
-            return Observation(f"0 results for {query!r}: {why}. {self._noise(state, 'search')}"), frozenset({f"empty:{sorted(concepts_of(query))}"}), state
+            empty = ",".join(sorted(concepts_of(query)))
+            return Observation(f"0 results for {query!r}: {why}. {self._noise(state, 'search')}"), frozenset({f"empty:{empty}"}), state
         lines = [f"{len(ranked)} results, showing {offset + 1}-{offset + len(page)} {self._noise(state, 'search')}"]
-        lines += [f"[{d.id}] {d.title} — {d.body[:90]}" for d in page]
+        lines += [self._doc_line(d) for d in page]
         return Observation("\n".join(lines)), frozenset(f"doc:{d.id}" for d in page), state
 
     def _t_read_file(self, state: WorldState, args: Mapping[str, Any]):

@@ -56,15 +56,24 @@ class _Frame:
     calls: int
 
 
-def simulate(scenario: Scenario, detector: Detector | None = None) -> SimResult:
-    agent = Agent(scenario.persona, scenario.seed)
+def simulate(scenario: Scenario, detector: Detector | None = None, *, recording: bool = False) -> SimResult:
+    """Play ``scenario`` with ``detector`` in the loop (``None``: unguarded).
+
+    ``recording`` marks the detector as the scenario's recording guard: it acts once
+    (after its first intervention the run continues unguarded), and it may only nudge a
+    call the world says is redundant, or the recorded story would not be the one the
+    family tells.
+    """
+    agent = Agent(scenario.persona, scenario.seed, scenario.recover_p)
     world = scenario.world
     ep = Episode(scenario.id, scenario.family, scenario.seed, dict(scenario.meta))
     if scenario.scored_from:
         ep.meta["scored_from"] = scenario.scored_from
     stats = ClosedLoopStats()
     mismatches: list[str] = []
-    run_scope = detector is not None and getattr(detector, "scope", "path") == "run"
+    # A recording guard follows the path even if it counts run-wide in a harness: the
+    # nudge in the trace must be about this path's own repeats, never a sibling's.
+    run_scope = detector is not None and getattr(detector, "scope", "path") == "run" and not recording
     run_state = detector.start() if detector is not None else None
     stack = [_Frame(None, agent.start(scenario.script), WorldState(), run_state, frozenset(), 0)]
     leaf_outcomes: list[tuple[str, bool]] = []
@@ -78,6 +87,7 @@ def simulate(scenario: Scenario, detector: Detector | None = None) -> SimResult:
         return d
 
     halted: str | None = None
+    spent = False
     while stack and halted is None:
         fr = stack.pop()
         if fr.calls >= scenario.horizon:
@@ -112,7 +122,10 @@ def simulate(scenario: Scenario, detector: Detector | None = None) -> SimResult:
                                   f"{'loop' if expected else 'progress'} but the world says "
                                   f"{'it gains nothing' if is_loop else 'it gains ' + ', '.join(sorted(res.facts - known))}")
             label = Label(is_loop, (turn.kind or "loop") if is_loop else None)
-            decision = check(det, call) if detector is not None else None
+            # A recording guard is one-shot: after its first intervention the harness
+            # records unguarded (the loop it handled is history, what follows is the agent's).
+            guarded = detector is not None and not (recording and spent)
+            decision = check(det, call) if guarded else None
             verdict = decision.verdict if decision is not None else Verdict.ALLOW
             price = tokens = 0
             if verdict is Verdict.ALLOW:
@@ -125,16 +138,20 @@ def simulate(scenario: Scenario, detector: Detector | None = None) -> SimResult:
                     stats.wasted_calls += 1
                     stats.wasted_spend += spend
             else:
+                spent = True
                 stats.interventions[str(verdict)] += 1
                 if not is_loop:
                     stats.false_interventions += 1
+                if recording and (not is_loop or verdict is not Verdict.NUDGE):
+                    mismatches.append(f"{ep.id}: the recording guard answered {verdict} on call {call.call_id} "
+                                      f"{call.tool}({dict(call.args)}), which {'is redundant' if is_loop else 'gains something'}")
                 obs = Observation(decision.message or decision.reason or "Call refused by the loop guard.", nudge=True) \
                     if verdict is Verdict.NUDGE else None
                 if obs is not None:
                     tokens = len(obs.content) // 4
             node = ToolNode(f"n{turn_no - 1}-{i}", parent, call, obs, label, price, tokens)
             ep.add(node)
-            if detector is not None:
+            if guarded:
                 det_after = detector.record(det, call, decision, obs)
             else:
                 det_after = det
@@ -188,12 +205,21 @@ def _single(turn: Turn, i: int) -> Turn:
 
 
 def generate(scenario: Scenario, validate: bool = True) -> Episode:
-    """The open-loop episode of a scenario: the agent unguarded, labels from the world.
+    """The open-loop episode of a scenario: the agent unguarded (or under the scenario's
+    recording guard), labels from the world.
 
     With ``validate`` a disagreement between the script's intent and the world's facts
     raises ``LabelError`` naming every offending call.
     """
-    res = simulate(scenario, None)
+    guard = None
+    if scenario.recording_guard is not None:
+        from detectors.registry import make_detector
+
+        name, params = scenario.recording_guard
+        guard = make_detector(name, **params)
+    res = simulate(scenario, guard, recording=True)
+    if guard is not None:
+        res.episode.meta["recording_guard"] = {"detector": scenario.recording_guard[0], **scenario.recording_guard[1]}
     if validate and res.mismatches:
         raise LabelError(f"{len(res.mismatches)} label(s) disagree with the world:\n" + "\n".join(res.mismatches[:20]))
     return res.episode

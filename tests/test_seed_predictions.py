@@ -38,4 +38,8 @@ def test_run_wide_counter_flags_sibling_branches_the_path_local_one_does_not(met
 def test_step_budget_catches_everything_late(metrics):
     row = metrics[("step_budget", "all")]
     looping = int(row["tp"]) + int(row["miss"]) + int(row["early"])
-    assert int(row["tp"]) == 0 and int(row["late"]) >= 0.8 * looping
+    # A loop whose onset happens to fall within Δ of the budget (a long prefix plus
+    # paging, say) is caught in time; that stays rare. Paths shorter than the budget
+    # (replan's redo loops) are never caught at all.
+    assert int(row["tp"]) <= 0.05 * looping and int(row["late"]) >= 0.7 * looping
+    assert f(metrics, "step_budget", "replan", "miss_rate") == 1.0

@@ -21,6 +21,11 @@ from ..world import World, WorldState
 CONCEPT_NAMES = sorted(CONCEPTS)
 
 
+def span(v) -> tuple[int, int]:
+    """A family parameter as an inclusive range: ``(lo, hi)``, ``[lo, hi]`` or one number."""
+    return (int(v), int(v)) if isinstance(v, (int, float)) else (int(v[0]), int(v[1]))
+
+
 class ScriptError(AssertionError):
     """A family tried to build a call whose world verdict contradicts its intent."""
 
@@ -34,12 +39,23 @@ class PathBuilder:
     turns: list[Intent] = field(default_factory=list)
     history: list[ToolCall] = field(default_factory=list)
 
+    _memo: tuple | None = field(default=None, repr=False)
+
     # -- what the world says ----------------------------------------------------------
+    def _execute(self, call: ToolCall):
+        # gains() then run() on the same call is the common pattern: execute once.
+        memo = self._memo
+        if memo is not None and memo[0] is call and memo[1] is self.ws:
+            return memo[2]
+        res = self.world.execute(self.ws, call)
+        self._memo = (call, self.ws, res)
+        return res
+
     def gains(self, call: ToolCall) -> bool:
-        return not self.world.execute(self.ws, call).facts <= self.known
+        return not self._execute(call).facts <= self.known
 
     def run(self, call: ToolCall) -> bool:
-        res = self.world.execute(self.ws, call)
+        res = self._execute(call)
         gained = not res.facts <= self.known
         self.ws, self.known = res.state, self.known | res.facts
         self.history.append(call)
@@ -127,4 +143,5 @@ def fixed_loop(at: int, kind: str, calls: list[ToolCall], *, productive: frozens
         on_nudge=(lambda i, _rng: alt[i % len(alt)]) if alt else None,
         per_turn=per_turn,
         productive=productive,
+        uses_rng=False,
     )

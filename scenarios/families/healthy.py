@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 from detectors.protocol import ToolCall
@@ -11,7 +12,7 @@ from ..base import Scenario, family
 from ..lexicon import concepts_of
 from ..text import refine, render
 from ..world import World
-from .builder import CONCEPT_NAMES, PathBuilder, ScriptError
+from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, fixed_loop, span
 
 
 def _start(rng: random.Random) -> tuple[World, PathBuilder]:
@@ -23,12 +24,16 @@ def _scenario(world: World, script: Script, persona: str = "diligent", **meta: A
     return Scenario("", "", 0, world, script, persona, meta=meta)
 
 
-@family("healthy", looping=False, length=(4, 24))
+@family("healthy", looping=False, length=(4, 24), tree_share=0.2, branching=2, depth=1)
 def healthy(rng: random.Random, p: dict[str, Any]) -> Scenario:
-    """Diverse, productive calls."""
+    """Diverse, productive calls (sometimes exploring branches in parallel)."""
     world, b = _start(rng)
-    b.add_productive(rng.randint(*p["length"]))
-    return _scenario(world, b.script())
+    n = rng.randint(*span(p["length"]))
+    if rng.random() < p["tree_share"]:
+        b.add_productive(max(1, n // 2))
+        return _scenario(world, _branching(b, rng, p["branching"], p["depth"], (1, max(1, n - n // 2))), tree=True)
+    b.add_productive(n)
+    return _scenario(world, b.script(), tree=False)
 
 
 @family("same_tool", looping=False, length=(6, 12))
@@ -36,7 +41,7 @@ def same_tool(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """One tool, different arguments: many files, distinct topics, or two passes over a list."""
     world, b = _start(rng)
     variant = rng.choice(("files", "topics", "two_pass"))
-    n = rng.randint(*p["length"])
+    n = rng.randint(*span(p["length"]))
     if variant == "files":
         d = rng.choice(world.dirs())
         b.add(ToolCall("list_dir", {"path": d}))
@@ -62,7 +67,7 @@ def polling(rng: random.Random, p: dict[str, Any]) -> Scenario:
     world, b = _start(rng)
     b.add_productive(rng.randint(1, 4))
     job = f"job-{rng.randint(100, 999)}"
-    polls = rng.randint(*p["polls"])
+    polls = rng.randint(*span(p["polls"]))
     world.jobs[job] = polls
     for _ in range(polls + 1):  # the last poll sees "succeeded"
         b.add(ToolCall("check_status", {"job_id": job}), thought=f"Waiting for {job}; checking its status.")
@@ -75,7 +80,7 @@ def transient_retry(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """The same http_get after a transient error, within the tool's retry allowance."""
     world, b = _start(rng)
     b.add_productive(rng.randint(1, 5))
-    fails = rng.randint(*p["failures"])
+    fails = rng.randint(*span(p["failures"]))
     for _ in range(rng.choice((1, 1, 2))):
         url = f"https://status.example.com/{rng.choice(CONCEPT_NAMES)}/{rng.randint(1, 99)}"
         world.flaky[url] = fails
@@ -95,7 +100,7 @@ def refinement(rng: random.Random, p: dict[str, Any]) -> Scenario:
         if b.gains(ToolCall("search", {"query": q})):
             break
     b.add(ToolCall("search", {"query": q}), thought="Searching for the figures.")
-    want = rng.randint(*p["refinements"])
+    want = rng.randint(*span(p["refinements"]))
     made = 0
     while made < want:
         options = [r for r in refine(q, rng, CONCEPT_NAMES) if b.gains(ToolCall("search", {"query": r}))]
@@ -115,7 +120,7 @@ def edit_test(rng: random.Random, p: dict[str, Any]) -> Scenario:
     target = rng.choice(("tests", "tests/", "./tests"))
     b.add(ToolCall("run_tests", {"target": target}))
     src = sorted(f for f in world.files if f.startswith("src/"))
-    for r in range(rng.randint(*p["rounds"])):
+    for r in range(rng.randint(*span(p["rounds"]))):
         path = src[r % len(src)]
         b.add(ToolCall("read_file", {"path": path}))
         b.add(ToolCall("write_file", {"path": path, "content": world.files[path] + f"\n# fix {r}"}))
@@ -127,7 +132,7 @@ def edit_test(rng: random.Random, p: dict[str, Any]) -> Scenario:
 def long_horizon(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """A long, productive episode (longer than common step budgets)."""
     world, b = _start(rng)
-    b.add_productive(rng.randint(*p["length"]))
+    b.add_productive(rng.randint(*span(p["length"])))
     return _scenario(world, b.script())
 
 
@@ -136,7 +141,7 @@ def branch_siblings(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """The same calls on sibling branches: a loop on neither."""
     world, b = _start(rng)
     b.add_productive(rng.randint(1, 3))
-    return _scenario(world, _branching(b, rng, p["branching"], p["depth"], p["after"]), branching=p["branching"], depth=p["depth"])
+    return _scenario(world, _branching(b, rng, p["branching"], p["depth"], span(p["after"])), branching=p["branching"], depth=p["depth"])
 
 
 def _branching(b: PathBuilder, rng: random.Random, k: int, depth: int, after: tuple[int, int]) -> Script:
@@ -164,3 +169,54 @@ def _branching(b: PathBuilder, rng: random.Random, k: int, depth: int, after: tu
         branches.append(_branching(child, rng, k, depth - 1, after) if depth > 1 else child.script())
     b.turns.append(Intent(tuple(first), "Let me explore these options in parallel.", "branch", (False,) * k))
     return b.script(branches=tuple(branches))
+
+
+@family("compliant", looping=False, prefix=(0, 12), nudge_at=(1, 3), after=(3, 8), tree_share=0.2, branching=2,
+        loop_length=(30, 50))
+def compliant(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """The agent loops, is nudged, then genuinely changes course; what follows is healthy."""
+    world, b = _start(rng)
+    b.add_productive(rng.randint(*span(p["prefix"])))
+    nudge_at = rng.randint(*span(p["nudge_at"]))
+    variant = rng.choice(("file", "search"))
+    if variant == "file":
+        a = b.productive(tools=("read_file",))
+    else:
+        for _ in range(200):
+            a = ToolCall("search", {"query": render(rng.sample(CONCEPT_NAMES, 2), rng)})
+            if b.gains(a) and len(world._rank(concepts_of(a.args["query"]))) > 3:
+                break
+        else:
+            raise ScriptError("no search with more than one page of results")
+    b.add(a)
+    stuck = [a] * rng.randint(*span(p["loop_length"]))
+    b.check_loop(stuck)
+    for _ in range(nudge_at - 1):  # the repeats that ran before the guard's nudge
+        b.run(a)
+    at = len(b.turns)
+    # Everything up to the nudged call is history the agent brings along.
+    scored_from = sum(len(t.calls) for t in b.turns) + nudge_at
+    # After the nudge: fresh work, including calls that look like the loop on stale
+    # evidence but gain something now.
+    b.add_productive(rng.randint(0, 2))
+    if variant == "file":
+        path = a.args["path"]
+        b.add(ToolCall("write_file", {"path": path, "content": world.files[path] + "\n# fixed after review"}),
+              thought="Reading it again will not help; let me fix the file instead.")
+        b.add(ToolCall("read_file", {"path": path}), thought="Checking the file after my edit.")
+    else:
+        q = a.args["query"]
+        b.add(ToolCall("search", {"query": q, "limit": 3, "offset": 3}),
+              thought="Same results again; let me look at the next page instead.")
+        options = [r for r in refine(q, rng, CONCEPT_NAMES) if b.gains(ToolCall("search", {"query": r}))]
+        if options:
+            b.add(ToolCall("search", {"query": options[0]}), thought="Narrowing to a related question.")
+    tree = rng.random() < p["tree_share"]
+    b.add_productive(max(0, rng.randint(*span(p["after"])) - (3 if tree else 0)))
+    b.turns[at] = replace(b.turns[at], thought="Understood, repeating that will not help. " + b.turns[at].thought)
+    loop = fixed_loop(at, "stale", stuck)
+    script = _branching(b, rng, p["branching"], 1, (1, 3)) if tree else b.script()
+    sc = _scenario(world, replace(script, loop=loop), variant=variant, nudge_at=nudge_at, tree=tree)
+    sc.scored_from = scored_from
+    sc.recording_guard = ("normalized", {"threshold": nudge_at + 1})
+    return sc

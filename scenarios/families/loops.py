@@ -2,7 +2,9 @@
 
 Each family writes a productive prefix, sets up what the agent will get stuck on, and
 hands a list of stuck calls to the agent. With probability ``tree_share`` the episode
-is a tree: the loop happens on one branch while its siblings work normally.
+is a tree: the loop happens on one branch of each of ``depth`` nested branching turns
+while the siblings work normally. ``evasion`` is recorded under a one-shot guard so its
+trace shows the nudge; ``replan`` is played by a planner that declares its plan.
 """
 from __future__ import annotations
 
@@ -17,10 +19,16 @@ from ..base import Scenario, family
 from ..lexicon import concepts_of
 from ..text import cosmetic_variants, paraphrase, render
 from ..world import World
-from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, fixed_loop
+from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, fixed_loop, span
 
-COMMON = dict(prefix=(0, 20), loop_length=(30, 50), tree_share=0.3, branching=2)
-
+#: Parameters every looping family takes (see ``loopbench list --family NAME``):
+#: ``prefix`` productive calls before the loop (where it starts), ``loop_length`` stuck
+#: calls before the agent gives up, ``tree_share`` the chance that the episode is a tree,
+#: ``branching`` calls per branching turn, ``depth`` branching turns on the looping path,
+#: ``personas`` the persona mix drawn from (it only matters in closed loop, where a nudge
+#: can make an obedient agent recover with probability ``recover_p``).
+COMMON = dict(prefix=(0, 20), loop_length=(30, 50), tree_share=0.3, branching=2, depth=(1, 2),
+              personas=("stubborn", "obedient"), recover_p=0.7)
 
 @dataclass
 class Stuck:
@@ -31,6 +39,8 @@ class Stuck:
     per_turn: int = 1
     on_nudge: list[ToolCall] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Turns after the loop: what the agent does if a nudge makes it change course.
+    then: Callable[[PathBuilder], None] | None = None
 
 
 def _searchable(b: PathBuilder, rng: random.Random, k: int = 2, limit: int | None = None) -> ToolCall:
@@ -46,47 +56,74 @@ def _searchable(b: PathBuilder, rng: random.Random, k: int = 2, limit: int | Non
 
 def build_looping(rng: random.Random, p: dict[str, Any], kind: str,
                   setup: Callable[[PathBuilder, random.Random, dict[str, Any]], Stuck],
-                  persona: str = "stubborn") -> Scenario:
+                  persona: str | None = None,
+                  prefix: Callable[[PathBuilder, random.Random, dict[str, Any]], None] | None = None) -> Scenario:
+    """A looping scenario: a productive prefix, then (in a tree, on one branch of each of
+    ``depth`` branching turns) the stuck calls ``setup`` returns; siblings work normally."""
     world = World.build(rng.randrange(1 << 30))
     b = PathBuilder(world, random.Random(rng.random()))
-    b.add_productive(rng.randint(*p["prefix"]))
+    if prefix is not None:
+        prefix(b, rng, p)
+    else:
+        b.add_productive(rng.randint(*span(p["prefix"])))
     tree = rng.random() < p["tree_share"]
     meta: dict[str, Any] = {"tree": tree}
+    info: dict[str, Any] = {}
+
+    def stuck_script(sb: PathBuilder) -> Script:
+        stuck = setup(sb, rng, p)
+        sb.check_loop(stuck.calls, stuck.productive)
+        info.update(stuck.meta)
+        at = len(sb.turns)
+        if stuck.then is not None:
+            stuck.then(sb)
+        return sb.script(loop=fixed_loop(at, kind, stuck.calls, productive=stuck.productive,
+                                         per_turn=stuck.per_turn, on_nudge=stuck.on_nudge))
+
     if not tree:
-        stuck = setup(b, rng, p)
-        b.check_loop(stuck.calls, stuck.productive)
-        script = b.script(loop=fixed_loop(len(b.turns), kind, stuck.calls, productive=stuck.productive,
-                                          per_turn=stuck.per_turn, on_nudge=stuck.on_nudge))
+        script = stuck_script(b)
     else:
-        k = p["branching"]
-        firsts = []
-        probe = b.fork()
-        for _ in range(k):
-            c = probe.productive()
-            probe.run(c)
-            firsts.append(c)
-        looping_branch = rng.randrange(k)
-        branches = []
-        for i, c in enumerate(firsts):
-            child = b.fork()
-            child.run(c)
-            if i == looping_branch:
-                stuck = setup(child, rng, p)
-                child.check_loop(stuck.calls, stuck.productive)
-                branches.append(child.script(loop=fixed_loop(len(child.turns), kind, stuck.calls, productive=stuck.productive,
-                                                             per_turn=stuck.per_turn, on_nudge=stuck.on_nudge)))
+        depth = rng.randint(*span(p["depth"]))
+        meta["depth"] = depth
+        meta["looping_branch"] = []
+        script = _grow(b, rng, p["branching"], depth, stuck_script, meta["looping_branch"])
+    meta.update(info)
+    chosen = persona or rng.choice(tuple(p.get("personas") or ("stubborn",)))
+    meta["persona"] = chosen
+    return Scenario("", "", 0, world, script, chosen, meta=meta, recover_p=float(p.get("recover_p", 0.7)))
+
+
+def _grow(b: PathBuilder, rng: random.Random, k: int, depth: int, leaf: Callable[[PathBuilder], Script],
+          chosen: list[int]) -> Script:
+    """A branching turn of ``k`` fresh calls; one branch goes ``depth - 1`` levels deeper
+    (and finally loops), the others do a little productive work and finish."""
+    firsts = []
+    probe = b.fork()
+    for _ in range(k):
+        c = probe.productive()
+        probe.run(c)
+        firsts.append(c)
+    looping_branch = rng.randrange(k)
+    chosen.append(looping_branch)
+    branches = []
+    for i, c in enumerate(firsts):
+        child = b.fork()
+        child.run(c)
+        if i == looping_branch:
+            if depth > 1:
+                child.add_productive(rng.randint(1, 3))
+                branches.append(_grow(child, rng, k, depth - 1, leaf, chosen))
             else:
-                child.add_productive(rng.randint(2, 5))
-                branches.append(child.script())
-        b.turns.append(Intent(tuple(firsts), "Let me try these in parallel.", "branch", (False,) * k))
-        script = b.script(branches=tuple(branches))
-        meta["looping_branch"] = looping_branch
-    meta.update(stuck.meta)
-    return Scenario("", "", 0, world, script, persona, meta=meta)
+                branches.append(leaf(child))
+        else:
+            child.add_productive(rng.randint(2, 5))
+            branches.append(child.script())
+    b.turns.append(Intent(tuple(firsts), "Let me try these in parallel.", "branch", (False,) * k))
+    return b.script(branches=tuple(branches))
 
 
 def _length(rng: random.Random, p: dict[str, Any]) -> int:
-    return rng.randint(*p["loop_length"])
+    return rng.randint(*span(p["loop_length"]))
 
 
 @family("stale", looping=True, **COMMON)
@@ -140,7 +177,7 @@ def cosmetic_family(rng: random.Random, p: dict[str, Any]) -> Scenario:
     return build_looping(rng, p, "cosmetic", setup)
 
 
-@family("paraphrased", looping=True, **COMMON)
+@family("paraphrased", looping=True, **{**COMMON, "personas": ("paraphraser",)})
 def paraphrased(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """The same intent reworded: synonyms, reordered words, filler, casing."""
 
@@ -152,7 +189,7 @@ def paraphrased(rng: random.Random, p: dict[str, Any]) -> Scenario:
             seen.append(paraphrase(a.args["query"], rng, avoid=seen[-3:]))
         return Stuck([ToolCall("search", {"query": q}) for q in seen[1:]])
 
-    return build_looping(rng, p, "paraphrased", setup, persona="paraphraser")
+    return build_looping(rng, p, "paraphrased", setup)
 
 
 @family("drift", looping=True, **COMMON)
@@ -185,12 +222,12 @@ def drift(rng: random.Random, p: dict[str, Any]) -> Scenario:
     return build_looping(rng, p, "drift", setup)
 
 
-@family("cycle", looping=True, **COMMON, cycle=(2, 5))
+@family("cycle", looping=True, **COMMON, cycle=(2, 8))
 def cycle(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """Ping-pong and longer cycles: A B A B ..., A B C A B C ..."""
 
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
-        k = rng.randint(*p["cycle"])
+        k = rng.randint(*span(p["cycle"]))
         members = []
         for _ in range(k):
             c = b.productive(tools=("read_file", "search", "list_dir", "http_get", "calc"))
@@ -202,7 +239,7 @@ def cycle(rng: random.Random, p: dict[str, Any]) -> Scenario:
     return build_looping(rng, p, "cycle", setup)
 
 
-@family("parallel_burst", looping=True, **{**COMMON, "loop_length": (4, 10)})
+@family("parallel_burst", looping=True, **{**COMMON, "loop_length": (4, 10), "personas": ("stubborn",)})
 def parallel_burst(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """Many identical calls proposed in one turn."""
 
@@ -269,3 +306,90 @@ def same_error(rng: random.Random, p: dict[str, Any]) -> Scenario:
         return Stuck(calls[1:])
 
     return build_looping(rng, p, "same_error", setup)
+
+
+@family("evasion", looping=True, **{**COMMON, "personas": ("evasive",), "nudge_at": (1, 2)})
+def evasion(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """After a nudge the agent rewords the call instead of changing course."""
+    nudge_at = rng.randint(*span(p["nudge_at"]))
+
+    def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
+        a = _searchable(b, rng, k=rng.choice((2, 2, 3)))
+        b.add(a)
+        n = max(_length(rng, p), nudge_at + 2)
+        # Every rewording differs from all the others after normalisation, so the guard
+        # that nudged the repeat does not fire again: the agent has evaded it.
+        seen = [a.args["query"]]
+        for _ in range(n):
+            seen.append(paraphrase(a.args["query"], rng, avoid=seen))
+        reworded = [ToolCall("search", {"query": q, **({"limit": 3} if rng.random() < 0.3 else {})}) for q in seen[1:]]
+        b.check_loop(reworded)
+        return Stuck([a] * n, on_nudge=reworded, meta={"nudge_at": nudge_at})
+
+    sc = build_looping(rng, p, "evasion", setup)
+    # The open-loop episode is recorded under a guard that nudges the nudge_at-th repeat,
+    # so the trace shows the nudge and the rewording after it.
+    sc.recording_guard = ("normalized", {"threshold": nudge_at + 1})
+    return sc
+
+
+def _step_name(i: int, call: ToolCall) -> str:
+    arg = str(next(iter(call.args.values()), "")) if call.args else ""
+    verb = {"search": "search", "read_file": "read", "list_dir": "list", "calc": "compute", "http_get": "fetch"}.get(call.tool, call.tool)
+    return f"{i + 1}. {verb} {arg[:40]}".strip()
+
+
+def _reword(call: ToolCall, rng: random.Random) -> ToolCall:
+    """The same call lightly reworded: what a sloppy planner sends when it redoes a step."""
+    args = dict(call.args)
+    if call.tool == "search":
+        args["query"] = paraphrase(args["query"], rng)
+    elif call.tool in ("read_file", "list_dir"):
+        args["path"] = rng.choice((f"./{args['path']}", f"{args['path']}/", args["path"].replace("/", "//")))
+    elif call.tool == "calc":
+        args["expression"] = args["expression"].replace(" ", "")
+    return ToolCall(call.tool, args, step=call.step)
+
+
+@family("replan", looping=True, **{**COMMON, "loop_length": (3, 12), "personas": ("planner",),
+                                   "plan_length": (4, 8), "prefix": (2, 5), "sloppy_steps": (1, 2)})
+def replan(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """A stale plan is re-planned sloppily and a finished step comes back."""
+    plan: dict[str, Any] = {}
+
+    def prefix(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> None:
+        n = rng.randint(*span(p["plan_length"]))
+        probe = b.fork()
+        calls = []
+        for i in range(n):
+            c = probe.productive()
+            probe.run(c)
+            calls.append(c)
+        names = tuple(_step_name(i, c) for i, c in enumerate(calls))
+        calls = [ToolCall(c.tool, c.args, step=names[i]) for i, c in enumerate(calls)]
+        done = max(1, min(rng.randint(*span(p["prefix"])), n - 1))
+        for i in range(done):
+            b.add(calls[i], plan=names if i == 0 else None,
+                  thought=("My plan: " + "; ".join(names) + ".") if i == 0 else f"Now step {names[i]!r}.")
+        plan.update(names=names, calls=calls, done=done)
+
+    def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
+        names, calls, done = plan["names"], plan["calls"], plan["done"]
+        k = min(rng.randint(*span(p["sloppy_steps"])), done)
+        again = sorted(rng.sample(range(done), k))
+        new_plan = tuple(names[i] for i in again) + names[done:]
+        b.turns.append(Intent((), "These results change things; the plan is stale. Re-planning: " + "; ".join(new_plan) + ".",
+                              plan=new_plan))
+        stuck = []
+        for j in range(_length(rng, p)):
+            c = calls[again[j % k]]
+            stuck.append(_reword(c, rng) if rng.random() < 0.5 else c)
+
+        def then(sb: PathBuilder) -> None:  # the open steps, for an agent that follows a redirect
+            for c in calls[done:]:
+                if sb.gains(c):
+                    sb.add(c, thought=f"Now step {c.step!r}.")
+
+        return Stuck(stuck, then=then, meta={"plan_length": len(names), "done_before_replan": done, "sloppy": k})
+
+    return build_looping(rng, p, "replan", setup, prefix=prefix)

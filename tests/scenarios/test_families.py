@@ -7,6 +7,7 @@ from scenarios.world import World
 from sim.harness import LabelError, generate, simulate
 from sim.trace import dumps_events, episode_events
 from sim.tree import ToolNode
+from sim.validate import scored_looping_paths
 
 from scenarios.agents import Intent, Script
 from scenarios.base import Scenario
@@ -20,7 +21,7 @@ def test_every_family_generates_valid_labelled_episodes(name):
         ep = generate(make_scenario(name, i, suite_seed=3))  # raises LabelError on any disagreement
         nodes = ep.tool_nodes()
         assert nodes and all(n.label is not None for n in nodes)
-        assert ep.looping == info.looping, f"{name} #{i}"
+        assert bool(scored_looping_paths(ep)) == info.looping, f"{name} #{i}"
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

@@ -1,0 +1,58 @@
+"""The label validator over the suites: every generated episode re-labelled from the
+world, onsets at the first redundant call, loop kinds equal to the family's."""
+import os
+
+import pytest
+
+from scenarios.base import HEALTHY_FAMILIES, LOOP_FAMILIES, Scenario, make_scenario
+from scenarios.suites import load_suite
+from sim.harness import LabelError, generate
+from sim.tree import Label
+from sim.validate import validate_episode, validate_suite
+
+WORKERS = min(2, os.cpu_count() or 1)
+
+
+def _validate(name: str, sample: int | None = None):
+    suite = load_suite(name)
+    idx = range(0, suite.episodes, sample) if sample else None
+    checked = validate_suite(suite.families, suite.episodes, suite.seed, suite.family_params, workers=WORKERS, indices=idx)
+    assert {c.family for c in checked} == set(suite.families) == set(LOOP_FAMILIES) | set(HEALTHY_FAMILIES)
+    for c in checked:
+        assert (c.looping_paths > 0) == (c.family in LOOP_FAMILIES)
+    return checked
+
+
+def test_default_suite_validates():
+    assert len(_validate("default")) == 40 * 19
+
+
+def test_full_suite_sample_validates():
+    """Every 10th episode of the full suite (the whole of it is the slow test below)."""
+    assert len(_validate("full", sample=10)) == 200 * 19
+
+
+@pytest.mark.slow
+def test_full_suite_validates():
+    assert len(_validate("full")) == 2000 * 19
+
+
+def test_validator_catches_a_wrong_label_and_a_wrong_kind():
+    sc = make_scenario("stale", 0, tree_share=0.0)
+    ep = generate(sc)
+    validate_episode(sc, ep)
+    first_loop = next(n for n in ep.tool_nodes() if n.label.loop)
+    first_loop.label = Label(True, "cycle")
+    with pytest.raises(LabelError, match="expected 'stale'"):
+        validate_episode(sc, ep)
+    first_loop.label = Label(False, None)
+    with pytest.raises(LabelError, match="gains nothing"):
+        validate_episode(sc, ep)
+
+
+def test_validator_catches_a_healthy_episode_that_loops():
+    sc = make_scenario("stale", 1, tree_share=0.0)
+    ep = generate(sc)
+    fake = Scenario(sc.id, "healthy", sc.seed, sc.world, sc.script)
+    with pytest.raises(LabelError, match="healthy family's episode has 1 looping path"):
+        validate_episode(fake, ep)
