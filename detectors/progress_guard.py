@@ -269,7 +269,7 @@ class ProgressGuard(Detector):
         family = (call.tool, _h(canonical_json(_normalise(args, False))))
         free: list[str] = []
         skeleton: dict[str, Any] = {}
-        for k, v in args.items():
+        for k, v in sorted(args.items(), key=lambda kv: str(kv[0])):
             if isinstance(v, str) and (str(k).lower() in _FREE_KEYS or (len(v.split()) >= 3 and "/" not in v)) and v.strip():
                 free.append(_norm_text(v[:2000]))
             else:

@@ -150,7 +150,8 @@ def args_text(args: Any) -> str:
     """A compact, readable form of the arguments for messages: ``{"q": "x"}`` -> ``q="x"``."""
     if isinstance(args, Mapping):
         parts = []
-        for k, v in args.items():
+        # Sorted, so a message does not depend on the order the model wrote the keys in.
+        for k, v in sorted(args.items(), key=lambda kv: str(kv[0])):
             text = canonical_json(v).decode("utf-8", "replace")
             if len(text) > 80:
                 text = text[:77] + "..."
