@@ -46,6 +46,18 @@ class PathCounts(Mapping):
             layer = layer._base
         return default
 
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None
+
+    def missing(self, keys) -> set:
+        """The keys of ``keys`` that are not in the map (set arithmetic per layer, in C)."""
+        out = set(keys)
+        layer: PathCounts | None = self
+        while layer is not None and out:
+            out.difference_update(layer._local.keys())
+            layer = layer._base
+        return out
+
     def __getitem__(self, key: Hashable) -> int:
         value = self.get(key)
         if value is None:
@@ -68,6 +80,19 @@ class PathCounts(Mapping):
         else:
             base = cls(self._local, self._base, self._layers)
         return cls({key: value}, base, base._layers + 1)
+
+    def with_all(self, keys, value=1) -> "PathCounts":
+        """A copy with every key of ``keys`` bound to ``value``: one new layer, not one per key."""
+        keys = list(keys)
+        if not keys:
+            return self
+        cls = type(self)
+        if len(self._local) + len(keys) <= _LOCAL_MAX:
+            local = self._local.copy()
+            local.update(dict.fromkeys(keys, value))
+            return cls(local, self._base, self._layers)
+        base = cls(self._flat(), None, 0) if self._layers + 1 >= _MAX_LAYERS else self
+        return cls(dict.fromkeys(keys, value), base, base._layers + 1)
 
     def _flat(self) -> dict:
         chain = []

@@ -20,8 +20,9 @@ Layers, cheapest and most certain first; all state is path-local and immutable:
 3. **Same-error streaks.** ``same_error_limit`` failures of one tool in a row with the
    same error text (numbers and ids masked) make the next call of that tool a loop,
    whatever its arguments.
-4. **No progress.** ``patience`` results in a row that added no new line of
-   information (durations, ids and timestamps masked) make the next call a loop.
+4. **No progress.** ``patience`` results in a row that added no new token of
+   information make the next call a loop. Durations, ids and timestamps are masked,
+   and so are the call's own argument values echoed back ("offset 40 is past the end").
 5. **Semantic similarity**, only for free-text arguments and only when the layers above
    found nothing: a reworded call (cosine >= ``similarity``) is a loop when an earlier
    similar call of the same tool *returned nothing new* — a refinement of a productive
@@ -77,6 +78,8 @@ _VOLATILE = re.compile(
     re.I,
 )
 _DIGITS = re.compile(r"\d+")
+_WORDS = re.compile(r"[^\W_]+")
+_NUMBER = re.compile(r"(?<![^\W\d_])\d+(?![^\W\d_])")  # digits not glued to letters
 _SPACE = re.compile(r"\s+")
 _TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]?out|temporar\w*|unavailable|retry|rate.?limit\w*|try again|overloaded)\b", re.I)
 _MAX_OBS_CHARS = 100_000
@@ -98,18 +101,46 @@ def _norm_text(text: str) -> str:
     return text
 
 
-def _normalise(value: Any, numbers: bool, depth: int = 0) -> Any:
-    if isinstance(value, str):
+def _normalise(value: Any, depth: int = 0) -> Any:
+    """Arguments with text normalised (the cosmetic layer)."""
+    t = type(value)
+    if t is str:
         return _norm_text(value[:_MAX_OBS_CHARS])
+    if t is int or t is float or t is bool or value is None:
+        return value
     if depth > 60:
         return "<deep>"
-    if isinstance(value, Mapping):
-        return {str(k).casefold(): _normalise(v, numbers, depth + 1) for k, v in value.items()}
+    if isinstance(value, dict) or isinstance(value, Mapping):
+        return {str(k).casefold(): _normalise(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_normalise(v, numbers, depth + 1) for v in value]
-    if not numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return "#"
+        return [_normalise(v, depth + 1) for v in value]
+    if isinstance(value, str):
+        return _norm_text(str(value)[:_MAX_OBS_CHARS])
     return value
+
+
+def _numbers_masked(value: Any) -> Any:
+    """Normalised arguments with every number replaced: the parameter-drift identity."""
+    t = type(value)
+    if t is int or t is float:
+        return "#"
+    if t is dict:
+        return {k: _numbers_masked(v) for k, v in value.items()}
+    if t is list:
+        return [_numbers_masked(v) for v in value]
+    return value
+
+
+def _echo_tokens(args: Any) -> set[str]:
+    """The numbers in the call's own arguments, which a result may echo back."""
+    out: set[str] = set()
+    if isinstance(args, Mapping):
+        for v in args.values():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out.update(_NUMBER.findall(str(v)))
+            elif isinstance(v, str) and len(v) <= 500:
+                out.update(_NUMBER.findall(v))
+    return out
 
 
 def _text_of(content: Any) -> str:
@@ -134,8 +165,13 @@ class SemEntry:
     skeleton: int
     text: str
     informative: bool
-    label: str
+    call: ToolCall  # to name it in a message, formatted only when one is written
+    step: int
     parent: "SemEntry | None"
+
+    @property
+    def label(self) -> str:
+        return f"{self.call.tool}({args_text(self.call.args)[:100]})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +179,7 @@ class GuardState:
     step: int = 0
     keys: PathCounts = field(default_factory=PathCounts)
     families: PathCounts = field(default_factory=PathCounts)
-    lines: PathCounts = field(default_factory=PathCounts)
+    lines: PathCounts = field(default_factory=PathCounts)  # tokens seen in results on this path
     sem: SemEntry | None = None
     last_mutation: int = -1
     stale_streak: int = 0
@@ -152,6 +188,7 @@ class GuardState:
     error_run: int = 0
     strikes: int = 0
     since_strike: int = 0
+    fresh_from: int = 0  # evidence older than this step predates a recovery and no longer counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,9 +301,10 @@ class ProgressGuard(Detector):
         memo_call, memo = self._memo
         if memo_call is call and memo is not None:
             return memo
-        args = call.args if isinstance(call.args, Mapping) else {"_": call.args}
-        key = (call.tool, _h(canonical_json(_normalise(args, True))))
-        family = (call.tool, _h(canonical_json(_normalise(args, False))))
+        args = call.args if isinstance(call.args, dict) or isinstance(call.args, Mapping) else {"_": call.args}
+        normal = _normalise(args)
+        key = (call.tool, _h(canonical_json(normal)))
+        family = (call.tool, _h(canonical_json(_numbers_masked(normal))))
         free: list[str] = []
         skeleton: dict[str, Any] = {}
         for k, v in sorted(args.items(), key=lambda kv: str(kv[0])):
@@ -274,7 +312,7 @@ class ProgressGuard(Detector):
                 free.append(_norm_text(v[:2000]))
             else:
                 skeleton[str(k)] = v
-        prepared = _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton, True))))
+        prepared = _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))))
         self._memo = (call, prepared)
         return prepared
 
@@ -334,7 +372,7 @@ class ProgressGuard(Detector):
         fam = state.families.get(p.family)
         if fam is not None and info is None:
             last_step, informative = fam
-            if not informative and state.last_mutation <= last_step:
+            if not informative and state.last_mutation <= last_step and last_step >= state.fresh_from:
                 return _Finding("drift", "differs from an earlier call only in its numbers, and that call returned nothing new"), 1.0
         if (state.error_run >= self._param(tool, "same_error_limit") and state.error_tool == tool
                 and mode != "exempt"):
@@ -353,7 +391,7 @@ class ProgressGuard(Detector):
     def _semantic(self, state: GuardState, tool: str, p: _Prepared) -> tuple[_Finding | None, float]:
         earlier = []
         e = state.sem
-        while e is not None:
+        while e is not None and e.step >= state.fresh_from:
             if e.tool == tool and e.skeleton == p.skeleton:
                 earlier.append(e)
             e = e.parent
@@ -411,17 +449,16 @@ class ProgressGuard(Detector):
         text = _text_of(observation.content)
         masked = _VOLATILE.sub("~", text)
         fp = _h(masked)
-        lines = state.lines
-        new_lines = 0
-        for line in masked.splitlines() or [""]:
-            line = line.strip()
-            if not line:
-                continue
-            lh = _h(line)
-            if lh not in lines:
-                lines = lines.set(lh, 1)
-                new_lines += 1
-        informative = new_lines > 0
+        # Tokens the tool merely echoes back from the call ("offset 40 is past the end",
+        # "7 + 263 = 270") tell the agent nothing new.
+        tokens = set(_WORDS.findall(masked.lower())) - _echo_tokens(call.args)
+        fresh = state.lines.missing(tokens)
+        new_tokens = len(fresh)
+        lines = state.lines.with_all(fresh)
+        info_before: KeyInfo | None = state.keys.get(p.key)
+        # Re-reading or re-testing after a change is how the agent learns the change's effect.
+        informative = new_tokens > 0 or (info_before is not None and state.last_mutation > info_before.last_step
+                                        and mode != "mutating")
         transient = observation.error and bool(_TRANSIENT.search(text))
         info: KeyInfo | None = state.keys.get(p.key)
         keys = state.keys.set(p.key, KeyInfo(
@@ -431,8 +468,7 @@ class ProgressGuard(Detector):
         families = state.families.set(p.family, (state.step, informative))
         sem = state.sem
         if p.free:
-            label = f"{call.tool}({args_text(call.args)[:100]})"
-            sem = SemEntry(call.tool, p.skeleton, " | ".join(p.free), informative, label, sem)
+            sem = SemEntry(call.tool, p.skeleton, " | ".join(p.free), informative, call, state.step, sem)
         if observation.error and not transient:
             err_key = _h(_DIGITS.sub("#", masked)[:200])
             same = state.error_key == err_key and state.error_tool == call.tool
@@ -441,12 +477,14 @@ class ProgressGuard(Detector):
             error_tool, error_key, error_run = None, None, 0
         strikes = state.strikes + (1 if decision.alarm else 0)
         since = 0 if decision.alarm else state.since_strike + (1 if informative else 0)
+        fresh_from = state.fresh_from
         if strikes and since >= self.recovery_calls:
-            strikes, since = 0, 0  # the agent changed course: old evidence no longer counts against it
+            # The agent changed course: the evidence of its old loop no longer counts against it.
+            strikes, since, fresh_from = 0, 0, state.step + 1
         return GuardState(
             step=state.step + 1, keys=keys, families=families, lines=lines, sem=sem,
             last_mutation=state.step if mode == "mutating" else state.last_mutation,
             stale_streak=0 if informative else state.stale_streak + 1,
             error_tool=error_tool, error_key=error_key, error_run=error_run,
-            strikes=strikes, since_strike=since,
+            strikes=strikes, since_strike=since, fresh_from=fresh_from,
         )

@@ -299,6 +299,16 @@ class World:
         lines += [self._doc_line(d) for d in page]
         return Observation("\n".join(lines)), frozenset(f"doc:{d.id}" for d in page), state
 
+    def _page_text(self, url: str) -> str:
+        """A page's prose: a few sentences drawn from the lexicon, fixed per world and URL."""
+        digest = hashlib.blake2s(f"{self.seed}\x1f{url}".encode(), digest_size=16).digest()
+        words = []
+        for i in range(0, 12, 3):
+            concept = _NAMES[int.from_bytes(digest[i:i + 2], "big") % len(_NAMES)]
+            forms = CONCEPTS[concept]
+            words.append(f"{forms[digest[i + 2] % len(forms)]} {int.from_bytes(digest[i:i + 3], 'big') % 9973}")
+        return "; ".join(words) + "."
+
     def _t_read_file(self, state: WorldState, args: Mapping[str, Any]):
         path = norm_path(args["path"])
         content = state.file(path)
@@ -329,7 +339,7 @@ class World:
                     frozenset({f"transient:{url}:{n}"}), state)
         if "/missing/" in url:
             return Observation(f"404 Not Found: {url}", error=True), frozenset({f"404:{url}"}), state
-        body = f"200 OK {url}\n" + f"<html><title>{url.rsplit('/', 1)[-1]}</title> page body {_h(self.seed, url)} </html>"
+        body = f"200 OK {url}\n<html><title>{url.rsplit('/', 1)[-1]}</title><p>{self._page_text(url)}</p></html>"
         return Observation(body + " " + self._noise(state, "http")), frozenset({f"page:{url}"}), state
 
     def _t_check_status(self, state: WorldState, args: Mapping[str, Any]):
