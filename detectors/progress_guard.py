@@ -70,13 +70,30 @@ _FREE_KEYS = frozenset((
 ))
 
 _VOLATILE = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"  # timestamps
-    r"|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"  # uuids
-    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b"  # hex ids
-    r"|\b\d+(?:\.\d+)?\s?(?:ms|us|µs|ns|s|sec|secs|seconds)\b"  # durations
+    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d[\d:.]*(?:Z|[+-]\d\d:?\d\d)?"  # timestamps
+    r"|\b[0-9a-f]{8,}(?:-[0-9a-f]{4,12}){0,4}\b"  # hex ids and uuids
+    r"|\b\d+(?:\.\d+)? ?(?:ms|us|µs|ns|s|sec|secs|seconds)\b"  # durations
     r"|\bpid[ =:]\d+",
     re.I,
 )
+_HEX_ONLY = re.compile(r"[0-9a-fA-F]+")
+
+
+def _mask_volatile(text: str) -> str:
+    """Durations, timestamps, uuids, pids and hex ids replaced by ``~``: they change on every
+    call without telling the agent anything. Plain numbers and words are kept."""
+    if not any(ch.isdigit() for ch in text[:2000]) and len(text) <= 2000:
+        return text  # nothing volatile without digits
+
+    def repl(m: re.Match) -> str:
+        t = m.group(0)
+        if _HEX_ONLY.fullmatch(t) and (t.isdigit() or t.isalpha()):
+            return t  # a plain number or word that happens to be hex-shaped
+        return "~"
+
+    return _VOLATILE.sub(repl, text)
+
+
 _DIGITS = re.compile(r"\d+")
 _WORDS = re.compile(r"[^\W_]+")
 _NUMBER = re.compile(r"(?<![^\W\d_])\d+(?![^\W\d_])")  # digits not glued to letters
@@ -400,6 +417,8 @@ class ProgressGuard(Detector):
         self.semantic_checks += 1
         text = " | ".join(p.free)
         vecs = self._vectors([text] + [x.text for x in earlier])
+        if vecs is None:
+            return None, 0.0
         sims = vecs[1:] @ vecs[0]
         threshold = self._param(tool, "similarity")
         best = 0.0
@@ -410,8 +429,10 @@ class ProgressGuard(Detector):
                 return _Finding("semantic", f"rewords {entry.label} (similarity {sim:.2f}), which returned nothing new"), sim
         return None, best
 
-    def _vectors(self, texts: list[str]) -> np.ndarray:
+    def _vectors(self, texts: list[str]) -> np.ndarray | None:
         emb = self._embedder()
+        if emb is None:
+            return None
         before = getattr(emb, "model_calls", None)
         out = emb.embed(texts)
         if before is not None:
@@ -421,8 +442,18 @@ class ProgressGuard(Detector):
 
     def _embedder(self):
         if self.embedder is None:
-            from .embedding_model import shared_embedder
+            try:
+                import sentence_transformers  # noqa: F401  (only to know it is there)
 
+                from .embedding_model import shared_embedder
+            except ImportError:
+                # A harness without the optional model still gets every other layer.
+                import warnings
+
+                warnings.warn("progress_guard: sentence-transformers is not installed; the semantic layer is off",
+                              stacklevel=3)
+                self.semantic = False
+                return None
             self.embedder = shared_embedder()
         return self.embedder
 
@@ -434,6 +465,8 @@ class ProgressGuard(Detector):
         if not texts:
             return 0
         emb = self._embedder()
+        if emb is None:
+            return 0
         return emb.prefetch(texts) if hasattr(emb, "prefetch") else len(emb.embed(texts))
 
     def record(self, state: GuardState, call: ToolCall, decision: Decision, observation: Observation | None) -> GuardState:
@@ -447,7 +480,7 @@ class ProgressGuard(Detector):
             return replace(state, step=state.step + 1)
         p = self._prepare(call)
         text = _text_of(observation.content)
-        masked = _VOLATILE.sub("~", text)
+        masked = _mask_volatile(text)
         fp = _h(masked)
         # Tokens the tool merely echoes back from the call ("offset 40 is past the end",
         # "7 + 263 = 270") tell the agent nothing new.

@@ -1,0 +1,74 @@
+"""The drop-in guard API, and the README's OpenAI-style example run as written."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from detectors.guard import LoopGuard
+from detectors.progress_guard import ProgressGuard
+from detectors.protocol import Verdict
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_openai_loop_example_runs_and_stops_the_loop(tmp_path):
+    text = README.read_text()
+    block = re.search(r"## The recommended guard.*?```python\n(.*?)```", text, re.S).group(1)
+    script = tmp_path / "example.py"
+    script.write_text(block)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         cwd=README.parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("stopped: loop-guard: signature:")
+
+
+def test_nudge_then_stop_and_a_compliant_agent_is_not_stopped_on_stale_evidence():
+    g = LoopGuard(semantic=False)
+    g.record("read_file", {"path": "a.py"}, "alpha beta")
+    d = g.check("read_file", {"path": "./a.py"})
+    assert d.verdict is Verdict.NUDGE and "already ran" in d.message
+    g.record("read_file", {"path": "./a.py"}, d.message)
+    # The agent changes course and makes progress...
+    g.record("read_file", {"path": "b.py"}, "gamma delta")
+    g.record("search", {"query": "epsilon"}, "zeta eta")
+    # ...so a later alarm nudges again instead of stopping on the old strike.
+    assert g.check("read_file", {"path": "b.py"}).verdict is Verdict.NUDGE
+    # Stubborn after that nudge: the next alarm stops, with a machine-readable reason.
+    g.record("read_file", {"path": "b.py"}, None)
+    d = g.check("read_file", {"path": "b.py"})
+    assert d.verdict is Verdict.STOP and d.reason.startswith("loop-guard: signature")
+    assert d.events[0][0] == "loop:detected" and d.events[0][1]["tier"] == "stop"
+
+
+def test_progress_is_not_a_loop():
+    g = LoopGuard(semantic=False)
+    # polling whose answer changes
+    for pct in (10, 40, 70):
+        assert g.check("check_status", {"job_id": "j"}).verdict is Verdict.ALLOW
+        g.record("check_status", {"job_id": "j"}, f"running {pct}%")
+    # edit then re-test
+    g.record("run_tests", {}, "2 failed", error=True)
+    g.record("write_file", {"path": "a.py", "content": "fix"}, "wrote 3 bytes")
+    assert g.check("run_tests", {}).verdict is Verdict.ALLOW
+    # a retry after a transient error
+    g.record("http_get", {"url": "https://x/y"}, "503 Service Unavailable", error=True)
+    assert g.check("http_get", {"url": "https://x/y"}).verdict is Verdict.ALLOW
+
+
+def test_same_error_with_other_arguments_is_a_loop():
+    g = LoopGuard(semantic=False)
+    for i in range(2):
+        g.record("http_get", {"url": f"https://api/{i}"}, f"401 Unauthorized (request {i})", error=True)
+    d = g.check("http_get", {"url": "https://api/9"})
+    assert d.verdict is Verdict.NUDGE and "same error" in d.message
+
+
+def test_per_tool_overrides_and_fork():
+    g = LoopGuard(ProgressGuard(semantic=False, tool_overrides={"calc": {"exempt": True}}))
+    g.record("calc", {"expression": "1+1"}, "2")
+    assert g.check("calc", {"expression": "1+1"}).verdict is Verdict.ALLOW
+    g.record("search", {"query": "x"}, "found x")
+    left, right = g.fork(), g.fork()
+    left.record("search", {"query": "y"}, "found y")
+    assert right.check("search", {"query": "y"}).verdict is Verdict.ALLOW
+    assert left.check("search", {"query": "y"}).verdict is Verdict.NUDGE
