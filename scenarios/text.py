@@ -22,7 +22,7 @@ _TEMPLATES = (
 
 def render(concepts: Iterable[str], rng: random.Random, filler: bool = True) -> str:
     """One surface form of a concept set: random synonyms, order and filler words."""
-    cs = list(concepts)
+    cs = sorted(concepts)  # a set's order depends on PYTHONHASHSEED; sort before the seeded shuffle
     rng.shuffle(cs)
     words = [rng.choice(CONCEPTS[c]) for c in cs]
     core = f" {rng.choice(('', 'for', 'in', 'of', 'and'))} ".join(words).replace("  ", " ")
