@@ -250,5 +250,7 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, no_pr
         click.echo(f"Run folder: {summary['out']}")
     if problems:
         sys.exit(EXIT_SKIPPED)
+from . import cli_report  # noqa: E402,F401
+
 if __name__ == "__main__":
     main()

@@ -128,7 +128,12 @@ def alarms_from(scores: Sequence[CallScore]) -> dict[str, bool]:
 
 
 def nab_credit(delay: int, delta: int = DELTA) -> float:
-    """``s(d/Δ - 1) / s(-1)`` with ``s(y) = 2/(1 + e^(5y)) - 1``: 1.0 at d = 0, 0 at d = Δ."""
+    """``s(d/Δ - 1) / s(-1)`` with ``s(y) = 2/(1 + e^(5y)) - 1``: 1.0 at d = 0, 0 at d = Δ.
+
+    With Δ = 0 only a catch at the onset counts, and it earns the full credit of d = 0.
+    """
+    if delta <= 0:
+        return 1.0 if delay <= 0 else 0.0
     s = lambda y: 2.0 / (1.0 + math.exp(5.0 * y)) - 1.0  # noqa: E731
     return s(delay / delta - 1.0) / s(-1.0)
 
