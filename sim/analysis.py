@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -17,11 +18,11 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from .scoring import DELTA, Outcome, ScoringUnits, load_profiles, scoring_units, summarize
+from .scoring import DELTA, Outcome, ScoringUnits, composite, load_profiles, scoring_units, summarize
 from .thresholds import (FAR_TARGETS, CallScores, candidate_values, check_contract, heldout_totals, pick_best,
                          pick_calibrated, sweep, sweep_metrics, take)
 from .trace import read_trace
-from .uncertainty import Bootstrap, advisory_counts, episode_totals, metrics_from_totals
+from .uncertainty import Bootstrap, advisory_counts, episode_totals, metrics_from_totals, percentile_interval
 
 #: Windows of the Δ sensitivity view (calls after the onset).
 DELTAS = (0, 1, 2, 3, 5, 8, 10)
@@ -161,7 +162,6 @@ def _closed_metrics(t: np.ndarray, profiles=None) -> dict[str, np.ndarray]:
 
 def analyse(data: RunData, *, rounds: int = 1000, seed: int = 0, deltas: Sequence[int] = DELTAS) -> Analysis:
     """Compute every table of the report from loaded run data."""
-    import time
 
     version, profiles = load_profiles()
     an = Analysis(data, version, profiles, rounds, seed, notes=list(data.notes))
@@ -223,15 +223,11 @@ def analyse(data: RunData, *, rounds: int = 1000, seed: int = 0, deltas: Sequenc
 def _row(detector: str, kind: str, value, outs: list[Outcome], profiles, delta, boot_score=None, boot_far=None,
          boot_miss=None, note: str = "") -> dict:
     s = summarize(outs, delta)
-    from .scoring import composite
-
     row = {"detector": detector, "kind": kind, "value": value, "far": s["false_alarm_rate"], "miss_rate": s["miss_rate"],
            "median_delay": s["median_delay"], "score_standard": composite(outs, profiles["standard"], delta)
            if any(o.outcome != "unlabelled" for o in outs) else None, "note": note}
     for name, arr in (("far", boot_far), ("miss", boot_miss), ("score", boot_score)):
         if arr is not None:
-            from .uncertainty import percentile_interval
-
             lo, hi = percentile_interval(arr)
             row[f"{name}_lo"], row[f"{name}_hi"] = float(lo), float(hi)
     return row
@@ -240,9 +236,7 @@ def _row(detector: str, kind: str, value, outs: list[Outcome], profiles, delta, 
 def _default_row(an: Analysis, det: str, outs, boot: Bootstrap, x: np.ndarray, note: str = "") -> None:
     _, rt = boot.totals(x)
     rm = metrics_from_totals(rt, an.profiles)
-    value = None
-    spec = an.data.specs.get(det)
-    an.thresholds.append(_row(det, "default", value, outs, an.profiles, an.data.delta, rm["score_standard"],
+    an.thresholds.append(_row(det, "default", None, outs, an.profiles, an.data.delta, rm["score_standard"],
                               rm["false_alarm_rate"], rm["miss_rate"], note=note))
 
 
@@ -300,7 +294,6 @@ def _thresholds(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta) ->
             an.thresholds.append(_row(det, kind, values[int(i_point)], outs[int(i_point)], profiles, delta,
                                       m["score_standard"], m["false_alarm_rate"], m["miss_rate"], note=note))
 
-        rounds = np.arange(an.rounds)
         at("default", d_idx, np.full(an.rounds, d_idx), f"{param} as run")
         for target in FAR_TARGETS:
             ip = pick_calibrated(pm["false_alarm_rate"], pm["miss_rate"], pm["score_standard"], target, d_idx)
@@ -326,7 +319,6 @@ def _thresholds(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta) ->
         ip = pick_best(pm["score_standard"], d_idx)
         ir = pick_best(rm["score_standard"], d_idx)
         at("oracle", ip, ir, "best on the scored episodes: an upper bound")
-        del rounds
 
 
 def _fmt_value(v) -> str:
@@ -348,8 +340,6 @@ def _delta_view(an: Analysis, cgroups, deltas: Sequence[int]) -> None:
             for eid, u in an.data.units.items():
                 outs += u.outcomes(alarms.get(eid, {}), dl, error=errs.get(eid))
             s = summarize(outs, dl)
-            from .scoring import composite
-
             row = {"detector": det, "delta": dl, "tp": s["tp"], "miss": s["miss"], "early": s["early"],
                    "late": s["late"], "miss_rate": s["miss_rate"], "median_delay": s["median_delay"]}
             for name, w in an.profiles.items():

@@ -115,7 +115,7 @@ def _tradeoff(an, ykey: str, ylabel: str, title: str, path: Path, ypct: bool) ->
     colours = palette(an.data.detectors)
     ncol = 4 if len(dets) > 6 else max(1, min(3, len(dets)))
     nrow = int(np.ceil(len(dets) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.4 * ncol, 2.9 * nrow), squeeze=False, sharex=True)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.4 * ncol, 2.9 * nrow), squeeze=False)
     scale = 100.0 if ypct else 1.0
     for ax, det in zip(axes.flat, dets):
         c = curves[curves.detector == det].sort_values("value")
@@ -129,13 +129,13 @@ def _tradeoff(an, ykey: str, ylabel: str, title: str, path: Path, ypct: bool) ->
                             mec="black", mew=1.2, zorder=5)
         ax.set_title(f"{det} ({c['param'].iloc[0]})", fontsize=9)
         ax.set_xlim(-3, 103)
-        if ypct:
-            ax.set_ylim(-3, 103)
+        # Same y range in every panel so detectors compare at a glance; a median delay is at most Δ.
+        ax.set_ylim(*((-3, 103) if ypct else (-0.3, an.data.delta + 0.3)))
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=8)
     for ax in axes.flat[len(dets):]:
         ax.axis("off")
-    for ax in axes[-1]:
+    for ax in axes.flat[max(0, len(dets) - ncol):len(dets)]:  # the lowest panel of every column
         ax.set_xlabel("false-alarm rate on clean episodes (%)", fontsize=8)
     for ax in axes[:, 0]:
         ax.set_ylabel(ylabel, fontsize=8)
@@ -220,12 +220,40 @@ def plot_cost(an, path: Path) -> Path | None:
         ax.errorbar(t[d], r["value"], yerr=[[r["value"] - r["lo"]], [r["hi"] - r["value"]]], fmt="o", ms=7,
                     color=colours[d], ecolor=colours[d], elinewidth=1.2, capsize=3, label=d)
     ax.set_xscale("log")
+    lo, hi = min(t[d] for d in dets), max(t[d] for d in dets)
+    ax.set_xlim(lo / 1.6, hi * 3.0)  # room for the names on the right
+    _label_points(ax, [(d, t[d], float(s.loc[d, "value"])) for d in dets])
     ax.set_xlabel("detector time per check, p50 (µs, log scale; measured, varies by machine)")
     ax.set_ylabel("composite score, standard profile (0 = never fires, 100 = perfect)")
     ax.set_title("Cost against quality (bars: 95% bootstrap interval of the score)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="detector", title_fontsize=8)
     return _save(fig, path)
+
+
+def _label_points(ax, points: list[tuple[str, float, float]], fontsize: int = 7) -> None:
+    """Name each point, trying four spots around it and keeping the first that overlaps no earlier name."""
+    fig = ax.figure
+    fig.canvas.draw()
+    px_per_pt = fig.dpi / 72.0
+    taken: list[tuple[float, float, float, float]] = []
+    for _, x, y in points:  # the markers themselves
+        px, py = ax.transData.transform((x, y))
+        r = 4 * px_per_pt
+        taken.append((px - r, py - r, px + r, py + r))
+    spots = [(6, 3, "left"), (6, -11, "left"), (-6, 3, "right"), (-6, -11, "right"), (6, 13, "left"),
+             (-6, 13, "right"), (6, -21, "left"), (-6, -21, "right"), (6, 23, "left"), (-6, -31, "right")]
+    for name, x, y in sorted(points, key=lambda p: -p[2]):
+        px, py = ax.transData.transform((x, y))
+        w, h = 0.6 * fontsize * len(name) * px_per_pt, 1.2 * fontsize * px_per_pt
+        for dx, dy, ha in spots:
+            x0 = px + dx * px_per_pt - (w if ha == "right" else 0)
+            box = (x0, py + dy * px_per_pt, x0 + w, py + dy * px_per_pt + h)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in taken):
+                break
+        taken.append(box)
+        ax.annotate(name, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=fontsize, ha=ha,
+                    va="bottom", color="#333333")
 
 
 def plot_scores(an, path: Path) -> Path | None:
