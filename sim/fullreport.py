@@ -143,7 +143,9 @@ def build_doc(an: Analysis, plots: list[tuple[str, str, str, Path]], out: Path) 
     doc.p("Package versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + ".")
     doc.p(f"Uncertainty: {an.rounds} bootstrap rounds (seed {an.seed}) resampling episodes with replacement within "
           "each family (the cluster is the episode, so a branching episode's paths move together; the family mix "
-          "stays fixed). 95% percentile intervals in brackets. Paired differences use the same rounds for both "
+          "stays fixed). 95% percentile intervals in brackets; an interval of zero width means every episode of each "
+          "family had the same outcome, so resampling within families cannot move the figure (variation between "
+          "families is not sampled: the suite fixes them). Paired differences use the same rounds for both "
           "detectors." + (f" {len(data.dirs)} run folders are pooled as more episodes of each family."
                          if data.pooled else ""))
     iv = _Lookup(an.intervals)

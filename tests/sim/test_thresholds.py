@@ -129,3 +129,28 @@ def test_sweep_totals_feed_the_bootstrap_metrics(episodes):
         m = metrics_from_totals(episode_totals(outs_v, index).sum(0), PROFILES)
         assert float(m["score_standard"]) == pytest.approx(row["score_standard"])
         assert summarize(outs_v)["miss_rate"] == pytest.approx(float(m["miss_rate"]))
+
+
+def _swept_detectors():
+    from detectors.registry import available, make_detector
+
+    out = []
+    for name in available():
+        if name.startswith("embedding"):  # loads a model; its own tests cover it
+            continue
+        det = make_detector(name)
+        if det.threshold_param is not None:
+            out.append(name)
+    return out
+
+
+@pytest.mark.parametrize("name", _swept_detectors())
+def test_every_registered_threshold_honours_the_sweep_contract(name, episodes):
+    from detectors.registry import make_detector
+
+    det = make_detector(name)
+    d = getattr(det, det.threshold_param)
+    values = sorted({max(1, d - 1), d + 1, max(1, d // 2)})
+    swept = sweep(episodes, call_rows(det, episodes), det, values)
+    for v, outs in zip(values, swept):
+        assert outs == rerun(det.clone(**{det.threshold_param: v}), episodes), (name, v)
