@@ -68,6 +68,7 @@ class RunConfig:
     out: Path = Path("runs/latest")
     progress: bool = True
     workers: int = 0  # 0 = one per core; 1 = in this process
+    report: bool = True  # also write report.md/.html, plots and intervals (not part of the configuration hash)
 
     def resolved(self) -> dict[str, Any]:
         return {
@@ -337,9 +338,21 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     from .report import write_scoreboard
 
     write_scoreboard(out)
+    if config.report:
+        _write_report(out, log)
     return {"out": str(out), "config_hash": manifest["config_hash"], "episodes": len(episodes),
             "wall_seconds": manifest["wall_seconds"], "metrics": [r for r in metrics if r["family"] == "all"],
             "closed": [r for r in closed_m if r["family"] == "all"], "detector_errors": errors}
+
+
+def _write_report(out: Path, log: Callable[[str], None]) -> None:
+    """The full report of the run folder, guarded: a failure here never loses the metrics written above."""
+    try:
+        from .fullreport import write_report
+
+        write_report([out], out, log=log)
+    except Exception as exc:  # noqa: BLE001 — plotting or analysis trouble must not fail the run
+        log(f"report not written: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
 
 def _timing_row(label: str, mode: str, ns: list[int], seconds: float, det: Any) -> dict[str, Any]:

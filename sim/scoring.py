@@ -53,6 +53,66 @@ def load_profiles() -> tuple[str, dict[str, dict[str, float]]]:
     return str(data["version"]), {k: {w: float(x) for w, x in v.items()} for k, v in data["profiles"].items()}
 
 
+@dataclass(frozen=True, slots=True)
+class ScoringUnits:
+    """What the scorer judges in one episode, worked out once from its structure.
+
+    ``looping`` holds one ``(leaf id, judged call ids along the path, onset)`` per looping
+    path; ``clean`` the judged call ids of a clean (or unlabelled) episode. Calls before
+    ``scored_from`` are left out of both. A threshold sweep or a Δ sensitivity view
+    re-scores the same episode many times with different alarms; building the units once
+    keeps that fast while every outcome still comes from :meth:`outcomes`.
+    """
+
+    episode: str
+    family: str
+    labelled: bool
+    clean: tuple[tuple[str, int], ...]  # (node id, call index), judged calls of a clean episode
+    looping: tuple[tuple[str, tuple[str | None, ...], int], ...]  # (leaf, path call ids or None, onset)
+
+    def outcomes(self, alarms: Mapping[str, bool], delta: int = DELTA, error: str | None = None) -> list[Outcome]:
+        """Outcomes given which call nodes alarmed (node id -> alarm); see :func:`episode_outcomes`."""
+        ep, fam = self.episode, self.family
+        if not self.labelled or not self.looping:
+            if self.labelled and error is not None:
+                return [Outcome(ep, fam, "episode", "fp", None, None, None, error=error)]
+            first = min((i for n, i in self.clean if alarms.get(n, False)), default=None)
+            kind = "unlabelled" if not self.labelled else ("tn" if first is None else "fp")
+            return [Outcome(ep, fam, "episode", kind, None, first, None, error=error if not self.labelled else None)]
+        out = []
+        for leaf, calls, onset in self.looping:
+            if error is not None:
+                out.append(Outcome(ep, fam, leaf, "miss", onset, None, None, error=error))
+                continue
+            # ``None`` marks a history call (before scored_from): it counts for positions only.
+            a = next((i for i, n in enumerate(calls) if n is not None and alarms.get(n, False)), None)
+            if a is None:
+                out.append(Outcome(ep, fam, leaf, "miss", onset, None, None))
+            elif a < onset:
+                out.append(Outcome(ep, fam, leaf, "early", onset, a, None))
+            elif a <= onset + delta:
+                out.append(Outcome(ep, fam, leaf, "tp", onset, a, a - onset))
+            else:
+                out.append(Outcome(ep, fam, leaf, "miss", onset, a, None, late=True))
+        return out
+
+
+def scoring_units(episode: Episode) -> ScoringUnits:
+    """The looping paths (or the clean episode) of ``episode`` as the scorer judges them."""
+    scored_from = int(episode.meta.get("scored_from", 0) or 0)
+    index = episode.call_index()
+    judged = tuple((n.id, index[n.id]) for n in episode.tool_nodes() if index[n.id] >= scored_from)
+    looping = []
+    if episode.labelled:
+        for path in episode.paths():
+            calls = [n for n in path if isinstance(n, ToolNode)]
+            onset = next((i for i, n in enumerate(calls) if index[n.id] >= scored_from and n.label is not None and n.label.loop), None)
+            if onset is not None:
+                ids = tuple(n.id if index[n.id] >= scored_from else None for n in calls)
+                looping.append((path[-1].id, ids, onset))
+    return ScoringUnits(episode.id, episode.family, episode.labelled, judged, tuple(looping))
+
+
 def episode_outcomes(episode: Episode, alarms: Mapping[str, bool], delta: int = DELTA,
                      error: str | None = None) -> list[Outcome]:
     """Outcomes of one episode given which call nodes alarmed (node id -> alarm).
@@ -60,38 +120,7 @@ def episode_outcomes(episode: Episode, alarms: Mapping[str, bool], delta: int = 
     A detector that failed on the episode (``error``) gets the worst outcome: FP on a
     clean episode, MISS on every looping path.
     """
-    scored_from = int(episode.meta.get("scored_from", 0) or 0)
-    index = episode.call_index()
-    if not episode.labelled:
-        first = min((index[n] for n, a in alarms.items() if a and index.get(n, -1) >= scored_from), default=None)
-        return [Outcome(episode.id, episode.family, "episode", "unlabelled", None, first, None, error=error)]
-    looping_paths = []
-    for path in episode.paths():
-        calls = [n for n in path if isinstance(n, ToolNode)]
-        onset = next((i for i, n in enumerate(calls) if index[n.id] >= scored_from and n.label is not None and n.label.loop), None)
-        if onset is not None:
-            looping_paths.append((path[-1].id, calls, onset))
-    if not looping_paths:
-        if error is not None:
-            return [Outcome(episode.id, episode.family, "episode", "fp", None, None, None, error=error)]
-        alarmed = [index[n] for n, a in alarms.items() if a and index.get(n, -1) >= scored_from]
-        first = min(alarmed, default=None)
-        return [Outcome(episode.id, episode.family, "episode", "tn" if first is None else "fp", None, first, None)]
-    out = []
-    for leaf, calls, onset in looping_paths:
-        if error is not None:
-            out.append(Outcome(episode.id, episode.family, leaf, "miss", onset, None, None, error=error))
-            continue
-        a = next((i for i, n in enumerate(calls) if index[n.id] >= scored_from and alarms.get(n.id, False)), None)
-        if a is None:
-            out.append(Outcome(episode.id, episode.family, leaf, "miss", onset, None, None))
-        elif a < onset:
-            out.append(Outcome(episode.id, episode.family, leaf, "early", onset, a, None))
-        elif a <= onset + delta:
-            out.append(Outcome(episode.id, episode.family, leaf, "tp", onset, a, a - onset))
-        else:
-            out.append(Outcome(episode.id, episode.family, leaf, "miss", onset, a, None, late=True))
-    return out
+    return scoring_units(episode).outcomes(alarms, delta, error)
 
 
 def alarms_from(scores: Sequence[CallScore]) -> dict[str, bool]:
@@ -99,31 +128,53 @@ def alarms_from(scores: Sequence[CallScore]) -> dict[str, bool]:
 
 
 def nab_credit(delay: int, delta: int = DELTA) -> float:
-    """``s(d/Δ - 1) / s(-1)`` with ``s(y) = 2/(1 + e^(5y)) - 1``: 1.0 at d = 0, 0 at d = Δ."""
+    """``s(d/Δ - 1) / s(-1)`` with ``s(y) = 2/(1 + e^(5y)) - 1``: 1.0 at d = 0, 0 at d = Δ.
+
+    With Δ = 0 only a catch at the onset counts, and it earns the full credit of d = 0.
+    """
+    if delta <= 0:
+        return 1.0 if delay <= 0 else 0.0
     s = lambda y: 2.0 / (1.0 + math.exp(5.0 * y)) - 1.0  # noqa: E731
     return s(delay / delta - 1.0) / s(-1.0)
 
 
 def composite(outcomes: Iterable[Outcome], weights: Mapping[str, float], delta: int = DELTA) -> float:
     """The NAB-shaped per-episode composite: 0 for a detector that never fires, 100 for a perfect one."""
-    a_tp, a_fn, a_fp = weights["A_TP"], weights["A_FN"], weights["A_FP"]
-    credits, clean, fp = [], 0, 0
+    credit = miss = early = looping = fp = clean = 0.0
     for o in outcomes:
         if o.outcome in ("tn", "fp"):
             clean += 1
             fp += o.outcome == "fp"
         elif o.outcome == "tp":
-            credits.append(a_tp * nab_credit(o.delay or 0, delta))
+            credit += nab_credit(o.delay or 0, delta)
+            looping += 1
         elif o.outcome == "miss":
-            credits.append(-a_fn)
+            miss += 1
+            looping += 1
         elif o.outcome == "early":
-            credits.append(-a_fp)
-    far = fp / clean if clean else 0.0
-    u = (sum(credits) / len(credits) if credits else 0.0) - a_fp * far
-    if not credits:
-        # No looping episodes: only the false-alarm term remains, scaled like the full score.
-        u = a_tp - a_fp * far
-    return 100.0 * (u + a_fn) / (a_tp + a_fn)
+            early += 1
+            looping += 1
+    return float(composite_from_totals(credit, miss, early, looping, fp, clean, weights))
+
+
+def composite_from_totals(credit, miss, early, looping, fp, clean, weights: Mapping[str, float]):
+    """The composite from summed outcome counts; scalars or numpy arrays (a bootstrap's rounds).
+
+    ``credit`` is the summed ``nab_credit`` of the caught loops, ``looping`` the number of
+    looping paths (tp + miss + early), ``clean`` the number of clean episodes.
+    ``U = (A_TP·credit − A_FN·miss − A_FP·early) / looping − A_FP · fp / clean``; with no
+    looping path only the false-alarm term remains, scaled like the full score.
+    """
+    import numpy as np
+
+    a_tp, a_fn, a_fp = weights["A_TP"], weights["A_FN"], weights["A_FP"]
+    credit, miss, early, looping, fp, clean = (np.asarray(x, dtype=float) for x in (credit, miss, early, looping, fp, clean))
+    far = np.divide(fp, clean, out=np.zeros(np.broadcast(fp, clean).shape), where=clean > 0)
+    credits = a_tp * credit - a_fn * miss - a_fp * early
+    mean = np.divide(credits, looping, out=np.zeros(np.broadcast(credits, looping).shape), where=looping > 0)
+    u = np.where(looping > 0, mean, a_tp) - a_fp * far
+    out = 100.0 * (u + a_fn) / (a_tp + a_fn)
+    return out if out.ndim else float(out)
 
 
 @dataclass

@@ -99,3 +99,79 @@ def test_summarize_counts_and_rates():
     assert (s["tn"], s["fp"], s["tp"], s["miss"]) == (1, 1, 2, 1)
     assert s["false_alarm_rate"] == 0.5 and s["miss_rate"] == pytest.approx(1 / 3)
     assert s["median_delay"] == 3
+
+
+# -- the composite from totals (what the bootstrap uses) is the composite ---------------------------
+import numpy as np  # noqa: E402
+
+from sim.scoring import ScoringUnits, composite_from_totals, scoring_units  # noqa: E402
+
+PROFILES = ({"A_TP": 1, "A_FN": 1, "A_FP": 1}, {"A_TP": 1, "A_FN": 1, "A_FP": 2}, {"A_TP": 1, "A_FN": 2, "A_FP": 1})
+
+
+def _totals(outs, delta=DELTA):
+    t = dict(credit=0.0, miss=0, early=0, looping=0, fp=0, clean=0)
+    for o in outs:
+        if o.outcome in ("tn", "fp"):
+            t["clean"] += 1
+            t["fp"] += o.outcome == "fp"
+        else:
+            t["looping"] += 1
+            t["miss"] += o.outcome == "miss"
+            t["early"] += o.outcome == "early"
+            t["credit"] += nab_credit(o.delay, delta) if o.outcome == "tp" else 0.0
+    return t
+
+
+@given(outs=outcomes)
+def test_composite_from_totals_equals_composite_on_scalars_and_arrays(outs):
+    base = [_o(k, d) for k, d in outs]
+    t = _totals(base)
+    for w in PROFILES:
+        expected = composite(base, w)
+        assert composite_from_totals(**t, weights=w) == pytest.approx(expected)
+        arr = composite_from_totals(**{k: np.array([v, v]) for k, v in t.items()}, weights=w)
+        assert arr.shape == (2,) and arr == pytest.approx([expected, expected])
+
+
+@given(outs=outcomes)
+def test_the_composite_never_exceeds_100_and_a_silent_detector_scores_0(outs):
+    base = [_o(k, d) for k, d in outs]
+    silent = [_o("tn") if o.outcome in ("tn", "fp") else _o("miss") for o in base]
+    for w in PROFILES:
+        assert composite(base, w) <= 100.0 + 1e-9
+        if any(o.outcome == "miss" for o in silent):  # with no loop to miss, silence is perfect (100)
+            assert composite(silent, w) == pytest.approx(0.0)
+
+
+@given(n=st.integers(0, 10), delay=st.integers(0, DELTA))
+def test_a_catch_after_more_delay_never_scores_more(n, delay):
+    for d2 in range(delay, DELTA + 1):
+        assert nab_credit(d2) <= nab_credit(delay) + 1e-12
+
+
+def test_delta_zero_counts_only_a_catch_at_the_onset():
+    assert nab_credit(0, 0) == 1.0 and nab_credit(1, 0) == 0.0
+    ep = looping_episode(onset=3)
+    assert episode_outcomes(ep, {"c3": True}, delta=0)[0].outcome == "tp"
+    assert episode_outcomes(ep, {"c4": True}, delta=0)[0].outcome == "miss"
+
+
+@given(alarm_at=st.sets(st.integers(0, 11)), onset=st.integers(0, 11), extra=st.integers(0, 11))
+def test_one_more_alarm_changes_a_looping_path_only_by_firing_earlier(alarm_at, onset, extra):
+    """Halt mode: only the first alarm counts, so adding one can only move it earlier."""
+    ep = looping_episode(onset=onset)
+    before = outcome(ep, alarm_at)[0]
+    after = outcome(ep, alarm_at | {extra})[0]
+    if before.first_alarm is not None and extra >= before.first_alarm:
+        assert after == before
+    else:
+        assert after.first_alarm == extra
+
+
+def test_scoring_units_are_built_once_and_judge_like_episode_outcomes():
+    ep = looping_episode(onset=2, n=6)
+    units = scoring_units(ep)
+    assert isinstance(units, ScoringUnits) and len(units.looping) == 1
+    for alarms in ({}, {"c1": True}, {"c2": True}, {"c5": True}):
+        assert units.outcomes(alarms) == episode_outcomes(ep, alarms)
