@@ -58,6 +58,7 @@ MODES = ("default", "poll", "retry", "mutating", "exempt")
 #: Tool-name patterns -> mode, first match wins. Harness authors know their tools; these
 #: are the families every harness has.
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
+    (r"^(think|reflect|scratchpad|note|todo|plan)$", "exempt"),  # the model talking to itself
     (r"status|poll|wait|progress|tail|read_output|check_job|get_job|logs?$", "poll"),
     (r"write|edit|patch|replace|create|delete|remove|update|insert|apply|move|rename|mkdir|commit|install"
      r"|exec|shell|bash|terminal|run_command|type|click|input|send", "mutating"),
@@ -95,7 +96,10 @@ def _mask_volatile(text: str) -> str:
 
 
 _DIGITS = re.compile(r"\d+")
-_WORDS = re.compile(r"[^\W_]+")
+# A token keeps its inner punctuation, so file names, dates and decimals stay distinct
+# ("api_tests.py" is not "api" + "tests" + "py").
+_WORDS = re.compile(r"[^\W_](?:[\w.\-/]*[^\W_])?")
+_NUMERIC = re.compile(r"[\d.\-/]+")
 _NUMBER = re.compile(r"(?<![^\W\d_])\d+(?![^\W\d_])")  # digits not glued to letters
 _SPACE = re.compile(r"\s+")
 _TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]?out|temporar\w*|unavailable|retry|rate.?limit\w*|try again|overloaded)\b", re.I)
@@ -238,7 +242,7 @@ class ProgressGuard(Detector):
     - ``semantic`` (True): use the embedding layer (needs sentence-transformers);
     - ``stop_after`` (1): nudges on a path before the next alarm stops;
     - ``escalate`` (False): escalate to a human instead of stopping;
-    - ``recovery_calls`` (2): informative calls after a nudge that clear the strikes;
+    - ``recovery_calls`` (1): informative calls after a nudge that clear the strikes;
     - ``max_steps`` (200): the hard budget on one path.
 
     >>> g = ProgressGuard(semantic=False)
@@ -261,7 +265,7 @@ class ProgressGuard(Detector):
         semantic: bool = True,
         stop_after: int = 1,
         escalate: bool = False,
-        recovery_calls: int = 2,
+        recovery_calls: int = 1,
         max_steps: int = 200,
         tool_overrides: Mapping[str, Mapping[str, Any]] | None = None,
         embedder: Any = None,
@@ -484,14 +488,26 @@ class ProgressGuard(Detector):
         fp = _h(masked)
         # Tokens the tool merely echoes back from the call ("offset 40 is past the end",
         # "7 + 263 = 270") tell the agent nothing new.
-        tokens = set(_WORDS.findall(masked.lower())) - _echo_tokens(call.args)
+        echoes = _echo_tokens(call.args)
+        all_tokens = _WORDS.findall(masked.lower())
+        tokens = set(all_tokens) - echoes
         fresh = state.lines.missing(tokens)
-        new_tokens = len(fresh)
+        # News is a new word or name; new bare numbers in a long output are mostly counters
+        # ("4 results, showing 1-1"). Short answers and changing polls are handled below.
+        new_tokens = sum(1 for t in fresh if not _NUMERIC.fullmatch(t))
+        if not new_tokens and 0 < len(tokens) <= 3:
+            # A short answer ("8.0", "status: done") is news when that answer is new, even if
+            # each of its tokens has been seen somewhere before.
+            answer = ("\x00answer", " ".join(t if t not in echoes else "~" for t in all_tokens))
+            if answer not in state.lines:
+                fresh.add(answer)
+                new_tokens = 1
         lines = state.lines.with_all(fresh)
         info_before: KeyInfo | None = state.keys.get(p.key)
         # Re-reading or re-testing after a change is how the agent learns the change's effect.
-        informative = new_tokens > 0 or (info_before is not None and state.last_mutation > info_before.last_step
-                                        and mode != "mutating")
+        informative = (new_tokens > 0
+                       or (info_before is not None and state.last_mutation > info_before.last_step and mode != "mutating")
+                       or (mode == "poll" and info_before is not None and info_before.last_fp != fp))
         transient = observation.error and bool(_TRANSIENT.search(text))
         info: KeyInfo | None = state.keys.get(p.key)
         keys = state.keys.set(p.key, KeyInfo(
@@ -514,10 +530,16 @@ class ProgressGuard(Detector):
         if strikes and since >= self.recovery_calls:
             # The agent changed course: the evidence of its old loop no longer counts against it.
             strikes, since, fresh_from = 0, 0, state.step + 1
+        if (not all_tokens and not observation.error) or transient or (mode == "mutating" and not observation.error):
+            # An acknowledgement ("wrote 189 bytes"), an empty result or a transient outage is
+            # no evidence either way: the agent acted, it did not ask.
+            stale_streak = state.stale_streak
+        else:
+            stale_streak = 0 if informative else state.stale_streak + 1
         return GuardState(
             step=state.step + 1, keys=keys, families=families, lines=lines, sem=sem,
             last_mutation=state.step if mode == "mutating" else state.last_mutation,
-            stale_streak=0 if informative else state.stale_streak + 1,
+            stale_streak=stale_streak,
             error_tool=error_tool, error_key=error_key, error_run=error_run,
             strikes=strikes, since_strike=since, fresh_from=fresh_from,
         )
