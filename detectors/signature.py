@@ -2,6 +2,22 @@
 
 One place decides what makes two calls "the same", so every detector that claims
 sorted-key identity means exactly the same thing by it.
+
+Odd arguments never raise here; the rules, for every helper:
+
+- empty ``{}`` and huge strings are ordinary values (hashing 50 MB is fine; detectors
+  that tokenise or embed clip their own text);
+- unicode is kept as is; a lone surrogate is escaped (``\ud800``) instead of refused;
+- NaN and ±infinity are ``null`` (as ``JSON.stringify``); ``-0.0`` stays ``-0.0``;
+- integers beyond 64 bits are exact; past ``int``'s digit limit they are written in hex;
+- tuples are lists; sets are lists of their members' ``repr``, sorted; bytes are their
+  UTF-8 text (invalid bytes replaced); any other object is its ``repr``, or its type name
+  if ``repr`` raises;
+- nesting past ``MAX_DEPTH`` (200) levels is cut to ``"<too deep>"`` where the pure-Python
+  path recurses (orjson handles up to 254 levels itself);
+- non-string keys are their text; arguments that are not a mapping are compared as one
+  value (``normalized_*`` use their ``str``, falling back to canonical JSON when ``str``
+  raises or recurses too deep).
 """
 from __future__ import annotations
 
@@ -20,10 +36,18 @@ def _fallback(value: Any) -> Any:
     # Arguments that JSON cannot carry (sets, bytes, objects) are identified by their repr,
     # so a detector never crashes on them and equal reprs still collide.
     if isinstance(value, (set, frozenset)):
-        return sorted(repr(v) for v in value)
+        return sorted(_safe_repr(v) for v in value)
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    return repr(value)
+    return _safe_repr(value)
+
+
+def _safe_repr(value: Any) -> str:
+    # A third-party object's __repr__ may raise, or recurse without end; its type still names it.
+    try:
+        return repr(value)
+    except Exception:  # noqa: BLE001
+        return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
 def canonical_json(value: Any) -> bytes:
@@ -51,11 +75,16 @@ def ordered_json(value: Any) -> bytes:
         return _canonical_slow(value, sort_keys=False).encode("utf-8", "replace")
 
 
+#: Below this depth a value is written as ``"<too deep>"``: the pure-Python fallback recurses,
+#: and Python's stack holds about a thousand frames.
+MAX_DEPTH = 200
+
+
 def _canonical_slow(value: Any, depth: int = 0, sort_keys: bool = True) -> str:
-    if depth > 10_000:
+    if depth > MAX_DEPTH:
         return '"<too deep>"'
     if isinstance(value, Mapping):
-        items = [(str(k), v) for k, v in value.items()]
+        items = [(k if isinstance(k, str) else _value_text(k), v) for k, v in value.items()]
         if sort_keys:
             items.sort(key=lambda kv: kv[0])
         body = ",".join(f"{_json_str(k)}:{_canonical_slow(v, depth + 1, sort_keys)}" for k, v in items)
@@ -69,7 +98,10 @@ def _canonical_slow(value: Any, depth: int = 0, sort_keys: bool = True) -> str:
     if isinstance(value, (bool, float)) or value is None:
         return orjson.dumps(value).decode()
     if isinstance(value, int):
-        return str(value)
+        try:
+            return str(value)
+        except ValueError:  # more digits than int->str allows (sys.set_int_max_str_digits)
+            return _json_str(hex(value))
     fallback = _fallback(value)
     return _canonical_slow(fallback, depth + 1, sort_keys) if isinstance(fallback, list) else _json_str(fallback)
 
@@ -104,11 +136,21 @@ def exact_key(tool: str, args: Any) -> tuple[str, int]:
     return tool, xxhash.xxh3_64_intdigest(blob)
 
 
+def _value_text(value: Any) -> str:
+    """``str(value)`` as the seed normalises, for any value: one nested past the stack, an
+    integer past ``int``'s digit limit or an object whose ``__str__`` raises falls back to
+    its canonical JSON."""
+    try:
+        return str(value)
+    except Exception:  # noqa: BLE001 — RecursionError, ValueError, or a third-party __str__ that raises
+        return canonical_json(value).decode("utf-8", "replace")
+
+
 def normalized_key(tool: str, args: Any) -> tuple:
     """The seed-002 normalisation as a hashable key: equal exactly when
     ``normalized_signature`` is, without building and printing a dict."""
     if type(args) is not dict and not isinstance(args, Mapping):
-        return tool, str(args).strip().lower()
+        return tool, _value_text(args).strip().lower()
     try:
         keys = sorted(args)  # keys are unique, so this is the seed's sorted(items) order
     except TypeError:
@@ -116,7 +158,7 @@ def normalized_key(tool: str, args: Any) -> tuple:
     out = []
     for k in keys:
         v = args[k]
-        out.append((k, (v if type(v) is str else str(v)).strip().lower()))
+        out.append((k, (v if type(v) is str else _value_text(v)).strip().lower()))
     return tool, tuple(out)
 
 
@@ -137,13 +179,13 @@ def normalized_signature(tool: str, args: Mapping[str, Any]) -> str:
     the seed, nested values are compared by their text form.
     """
     if not isinstance(args, Mapping):
-        return f"{tool}::{str(args).strip().lower()}"
+        return f"{tool}::{_value_text(args).strip().lower()}"
     try:
         items = sorted(args.items())
     except TypeError:  # keys of mixed types cannot be ordered; order their text instead
         items = sorted(args.items(), key=lambda kv: repr(kv[0]))
-    norm = {k: str(v).strip().lower() for k, v in items}
-    return f"{tool}::{norm}"
+    norm = {k: _value_text(v).strip().lower() for k, v in items}
+    return f"{tool}::{_value_text(norm)}"
 
 
 def args_text(args: Any) -> str:

@@ -91,3 +91,44 @@ def scenario_episodes(draw, families: tuple[str, ...] | None = None, with_scenar
     sc = make_scenario(name, draw(st.integers(0, 10_000)), draw(st.integers(0, 1_000)), **params)
     ep = generate(sc)
     return (sc, ep) if with_scenario else ep
+
+
+# -- nasty arguments: what a real harness may hand a guard, for the robustness properties ----------
+class Unprintable:
+    """An argument value whose ``repr`` and ``str`` raise."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+    __str__ = __repr__
+
+
+def nested(depth: int, leaf: object = "leaf") -> object:
+    """``leaf`` inside ``depth`` alternating lists and one-key objects."""
+    value = leaf
+    for i in range(depth):
+        value = {"k": value} if i % 2 else [value]
+    return value
+
+
+#: Built once: deep values and huge texts are too costly to draw afresh.
+_BIG = ("x" * 200_000, "word " * 40_000, 10**5000, -(2**200), nested(300), nested(10_000))
+nasty_scalars = st.one_of(
+    st.text(max_size=20), st.sampled_from(["", "   ", "\ud800 lone", "a\x00b", "日本語 🚀", "/etc/passwd"]),
+    st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([-0.0, float("nan"), float("inf")]),
+    st.booleans(), st.none(), st.binary(max_size=12), st.builds(Unprintable), st.builds(object),
+    st.frozensets(st.integers(-5, 5), max_size=3), st.sets(st.text(max_size=3), max_size=3),
+    st.sampled_from(range(len(_BIG))).map(_BIG.__getitem__),  # by index: hypothesis cannot repr them
+)
+nasty_values = st.recursive(
+    nasty_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.tuples(inner, inner),
+        st.dictionaries(st.one_of(st.text(max_size=4), st.integers(-3, 3)), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
+#: Tool arguments: mostly objects, sometimes (as a broken harness sends them) anything at all.
+nasty_args = st.one_of(st.dictionaries(st.sampled_from(_KEYS + ("query", "content")), nasty_values, max_size=4),
+                       st.dictionaries(st.one_of(st.text(max_size=3), st.integers()), nasty_values, max_size=3),
+                       nasty_values)

@@ -1,8 +1,10 @@
 """The ``loopbench`` command line.
 
 Exit codes: 0 success; 1 a regression (``check``); 2 a usage or input error (bad option,
-unreadable file, unknown detector); 3 the command finished but skipped malformed input
-records (each was reported on stderr with its file and line).
+unreadable or empty file, unknown detector, a detector that cannot be imported or built,
+a run folder that cannot be resumed); 3 the command finished but skipped malformed input
+records (each was reported on stderr with its file and line); 130 / 143 interrupted by
+SIGINT / SIGTERM (``run`` keeps its finished tasks: resume with ``--resume``).
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ import click
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
 EXIT_SKIPPED = 3
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
 
 
 class LoopbenchError(click.ClickException):
@@ -85,6 +89,8 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
             cls = detector_class(spec)
         except DetectorNotFound as exc:
             raise LoopbenchError(str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 — a plug-in whose import fails in any way
+            raise LoopbenchError(f"detector {label!r}: cannot load {spec!r}: {_first_line(exc)}") from None
         p = dict(per.get(label, per.get(spec, {})))
         accepted = cls.param_names() if hasattr(cls, "param_names") else []
         if tools and "tool_overrides" in accepted:
@@ -102,8 +108,17 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
         try:
             specs[-1].build()
         except Exception as exc:  # noqa: BLE001 — a constructor may reject a value
-            raise LoopbenchError(f"detector {label!r}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise LoopbenchError(f"detector {label!r}: {_first_line(exc)}") from None
     return specs
+
+
+def _first_line(exc: BaseException) -> str:
+    from .openloop import describe
+
+    text = describe(exc)
+    # A DetectorNotFound or ValueError speaks for itself; anything else keeps its type.
+    prefix = f"{type(exc).__name__}: "
+    return text[len(prefix):] if isinstance(exc, (LookupError, ValueError)) and text.startswith(prefix) else text
 
 
 def set_embed_cache(value: str | None) -> None:
@@ -186,10 +201,12 @@ def _out_dir(out: str | None, stem: str) -> Path:
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
 @click.option("--workers", type=click.IntRange(0), default=0, help="Processes to use: 0 = one per core, 1 = no pool. [default: 0]")
 @click.option("--embed-cache", default=None, help="Directory for the embedding cache, or 'off'. [default: ~/.cache/loopbench/embeddings]")
+@click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
+@click.option("--resume", is_flag=True, help="Finish an interrupted run in --out: same options, only the missing detector tasks run.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, workers, embed_cache,
-            no_progress, as_json) -> None:
+            check_timeout, resume, no_progress, as_json) -> None:
     """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
     from scenarios.base import FAMILIES
     from scenarios.suites import SuiteError, load_suite
@@ -199,6 +216,8 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
 
     config = load_config(config_path)
     rc = config.get("run", {})
+    if resume and not (out or rc.get("out")):
+        raise LoopbenchError("--resume needs --out RUN, the folder of the interrupted run")
     try:
         s = load_suite(suite or rc.get("suite", "default"))
     except SuiteError as exc:
@@ -215,15 +234,75 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
         seed=seed if seed is not None else int(rc.get("seed", s.seed)),
         mode=mode or rc.get("mode", s.mode), delta=delta if delta is not None else int(rc.get("delta", DELTA)),
         out=_out_dir(out or rc.get("out"), s.name), progress=not no_progress and not as_json, workers=workers,
+        check_timeout=_timeout(check_timeout if check_timeout is not None else rc.get("check_timeout")), resume=resume,
     )
     set_embed_cache(embed_cache)
     log = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
-    summary = run(cfg, log=log)
+    from .checkpoint import ResumeError
+
+    try:
+        with _interruptible():
+            summary = run(cfg, log=log)
+    except ResumeError as exc:
+        raise LoopbenchError(str(exc)) from None
+    except KeyboardInterrupt as exc:
+        click.echo(f"loopbench: interrupted; finished detector tasks are kept in {cfg.out}/.parts; "
+                   f"resume with: {_resume_command(cfg.out)}", err=True)
+        sys.exit(EXIT_SIGTERM if isinstance(exc, _Terminated) else EXIT_SIGINT)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     else:
         click.echo((Path(summary["out"]) / "scoreboard.md").read_text())
         click.echo(f"Run folder: {summary['out']} ({summary['wall_seconds']} s)")
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C but reported with its own exit code."""
+
+
+class _interruptible:
+    """SIGTERM raises ``_Terminated`` in the main thread while the block runs (Ctrl-C already
+    raises ``KeyboardInterrupt``); the previous handler comes back afterwards."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self._prev = None
+        if threading.current_thread() is threading.main_thread():
+            self._prev = signal.signal(signal.SIGTERM, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise _Terminated()
+
+    def __exit__(self, *exc):
+        import signal
+
+        if self._prev is not None:
+            signal.signal(signal.SIGTERM, self._prev)
+
+
+def _timeout(value: Any) -> float | None:
+    from .watchdog import DEFAULT_CHECK_TIMEOUT
+
+    if value is None:
+        return DEFAULT_CHECK_TIMEOUT
+    return float(value) or None
+
+
+def _resume_command(out: Path) -> str:
+    """The command line that finishes this run: the same options, with ``--resume --out``."""
+    import shlex
+
+    argv = sys.argv[1:]
+    if not argv or argv[0] != "run":
+        return f"loopbench run --resume --out {shlex.quote(str(out))} (with this run's other options)"
+    args = [a for a in argv[1:] if a != "--resume"]
+    if not any(a == "--out" or a.startswith("--out=") for a in args):
+        args += ["--out", str(out)]
+    return shlex.join(["loopbench", "run", *args, "--resume"])
 
 
 @main.command("replay")
@@ -234,9 +313,10 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
 @click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters).")
 @click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE (repeatable).")
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
+@click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, no_progress, as_json) -> None:
+def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check_timeout, no_progress, as_json) -> None:
     """Run detectors over recorded traces and report where each would have fired."""
     from .replay import load_traces, replay
     from .scoring import DELTA
@@ -256,13 +336,16 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, no_pr
         episodes, problems, warnings = load_traces(paths, fmt)
     except (TraceError, OSError) as exc:
         raise LoopbenchError(str(exc)) from None
+    if not episodes and len(problems) == 1:
+        raise LoopbenchError(problems[0])  # e.g. the one file given is empty: one line says it
     _report_problems(problems)
     for w in warnings[:20]:
         click.echo(f"loopbench: warning: {w}", err=True)
     if not episodes:
-        raise LoopbenchError(f"no usable episodes in {', '.join(files)}")
+        raise LoopbenchError(f"no usable episodes in {', '.join(files)} ({len(problems)} records skipped)")
     summary = replay(episodes, specs, _out_dir(out, "replay"), [str(p) for p in paths],
-                     delta if delta is not None else DELTA, progress=not no_progress and not as_json)
+                     delta if delta is not None else DELTA, progress=not no_progress and not as_json,
+                     check_timeout=_timeout(check_timeout))
     summary["skipped_records"] = len(problems)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))

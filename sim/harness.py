@@ -18,7 +18,9 @@ from scenarios.agents import Agent, AgentState, Turn
 from scenarios.base import Scenario
 from scenarios.world import TOKEN_PRICE, WorldState
 
+from .openloop import DetectorFailure, _valid
 from .tree import Episode, Label, ThinkNode, ToolNode
+from .watchdog import Watchdog
 
 
 class LabelError(AssertionError):
@@ -56,14 +58,18 @@ class _Frame:
     calls: int
 
 
-def simulate(scenario: Scenario, detector: Detector | None = None, *, recording: bool = False) -> SimResult:
+def simulate(scenario: Scenario, detector: Detector | None = None, *, recording: bool = False,
+             watch: Watchdog | None = None) -> SimResult:
     """Play ``scenario`` with ``detector`` in the loop (``None``: unguarded).
 
     ``recording`` marks the detector as the scenario's recording guard: it acts once
     (after its first intervention the run continues unguarded), and it may only nudge a
     call the world says is redundant, or the recorded story would not be the one the
-    family tells.
+    family tells. ``watch`` marks every detector call for the per-check time limit; a
+    detector that returns something other than a ``Decision`` raises ``DetectorFailure``.
     """
+    watch = watch if watch is not None else Watchdog(None)
+    begin, end = watch.begin, watch.end
     agent = Agent(scenario.persona, scenario.seed, scenario.recover_p)
     world = scenario.world
     ep = Episode(scenario.id, scenario.family, scenario.seed, dict(scenario.meta))
@@ -74,16 +80,22 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
     # A recording guard follows the path even if it counts run-wide in a harness: the
     # nudge in the trace must be about this path's own repeats, never a sibling's.
     run_scope = detector is not None and getattr(detector, "scope", "path") == "run" and not recording
+    begin()
     run_state = detector.start() if detector is not None else None
+    end()
     stack = [_Frame(None, agent.start(scenario.script), WorldState(), run_state, frozenset(), 0)]
     leaf_outcomes: list[tuple[str, bool]] = []
     turn_no = 0
     perf = time.perf_counter_ns
 
     def check(det_state: Any, call: ToolCall) -> Decision:
+        begin()
         t0 = perf()
         d = detector.check(det_state, call)
         stats.check_ns.append(perf() - t0)
+        end()
+        if not _valid(d):
+            raise DetectorFailure(f"check() returned {type(d).__name__}, not a Decision")
         return d
 
     halted: str | None = None
@@ -99,7 +111,9 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
         ep.add(think)
         det = run_state if run_scope else fr.det
         if detector is not None:
+            begin()
             det = detector.on_message(det, think.message)
+            end()
         if turn.final:
             done = agent.observe(fr.agent, turn, ())
             gave_up = fr.agent.looping and not fr.agent.loop_done
@@ -152,7 +166,9 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
             node = ToolNode(f"n{turn_no - 1}-{i}", parent, call, obs, label, price, tokens)
             ep.add(node)
             if guarded:
+                begin()
                 det_after = detector.record(det, call, decision, obs)
+                end()
             else:
                 det_after = det
             if verdict in (Verdict.ESCALATE, Verdict.STOP):

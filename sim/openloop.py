@@ -14,6 +14,7 @@ from typing import Any
 from detectors.protocol import Decision, Detector, Verdict
 
 from .tree import Episode, ThinkNode, ToolNode
+from .watchdog import CheckTimeout, Watchdog
 
 
 @dataclass(slots=True)
@@ -33,21 +34,35 @@ class DetectorFailure(Exception):
     """A detector raised or returned garbage; carries a one-line description."""
 
 
+def describe(exc: BaseException) -> str:
+    """One line naming an exception, even one whose ``__str__`` raises."""
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001
+        text = type(exc).__name__
+    return text.splitlines()[0][:300] if text.strip() else type(exc).__name__
+
+
 def _valid(decision: Any) -> bool:
     return isinstance(decision, Decision) and isinstance(decision.verdict, Verdict) and isinstance(decision.score, (int, float))
 
 
-def score_episode(detector: Detector, episode: Episode) -> list[CallScore]:
+def score_episode(detector: Detector, episode: Episode, watch: Watchdog | None = None) -> list[CallScore]:
     """Score every tool call of ``episode`` in trace order.
 
     Raises ``DetectorFailure`` if the detector raises or returns something that is not a
-    ``Decision``; the caller decides how that episode is scored.
+    ``Decision``, or if one of its calls overruns ``watch``'s limit (``sim.watchdog``);
+    the caller decides how that episode is scored.
     """
+    watch = watch if watch is not None else Watchdog(None)
+    begin, end = watch.begin, watch.end
     run_scope = getattr(detector, "scope", "path") == "run"
     perf = time.perf_counter_ns
     out: list[CallScore] = []
     try:
+        begin()
         start_state = detector.start()
+        end()
         state_after: dict[str | None, Any] = {None: start_state}
         depth_after: dict[str | None, int] = {None: 0}
         run_state = start_state
@@ -57,14 +72,18 @@ def score_episode(detector: Detector, episode: Episode) -> list[CallScore]:
             state = run_state if run_scope else state_after[parent]
             depth = depth_after[parent]
             if isinstance(node, ThinkNode):
+                begin()
                 new_state = detector.on_message(state, node.message)
+                end()
                 new_depth = depth
             else:
                 call = node.call
+                begin()
                 t0 = perf()
                 decision = detector.check(state, call)
                 new_state = detector.record(state, call, decision, node.observation)
                 elapsed = perf() - t0
+                end()
                 if not _valid(decision):
                     raise DetectorFailure(f"check() returned {type(decision).__name__}, not a Decision")
                 score = float(decision.score)
@@ -80,8 +99,12 @@ def score_episode(detector: Detector, episode: Episode) -> list[CallScore]:
             depth_after[node.id] = new_depth
     except DetectorFailure:
         raise
+    except CheckTimeout as exc:
+        raise DetectorFailure(str(exc)) from None
     except Exception as exc:  # a third-party detector may raise anything
-        raise DetectorFailure(f"{type(exc).__name__}: {exc}".splitlines()[0][:300]) from exc
+        raise DetectorFailure(describe(exc)) from exc
+    finally:
+        end()
     return out
 
 

@@ -44,13 +44,13 @@ def load_traces(paths: Sequence[Path], fmt: str = "trace") -> tuple[list[Episode
 
 
 def replay(episodes: Sequence[Episode], detectors: Sequence[DetectorSpec], out: Path, sources: Sequence[str],
-           delta: int = DELTA, progress: bool = True) -> dict[str, Any]:
+           delta: int = DELTA, progress: bool = True, check_timeout: float | None = None) -> dict[str, Any]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     version, profiles = load_profiles()
     built = [(d.label, d.build()) for d in detectors]
-    metrics, outcomes, calls, timings, errors = evaluate_open(built, episodes, delta, profiles, progress)
+    metrics, outcomes, calls, timings, errors = evaluate_open(built, episodes, delta, profiles, progress, check_timeout)
     fires, agreement = fire_summary(outcomes)
     write_csv(out / "metrics.csv", [r for r in metrics if r["episodes"]], METRIC_COLUMNS)
     write_csv(out / "episodes.csv", outcomes, EPISODE_COLUMNS)

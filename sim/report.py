@@ -1,6 +1,7 @@
 """The Markdown scoreboard of a run folder, regenerated from its files alone."""
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -109,11 +110,17 @@ def scoreboard_text(run_dir: Path) -> str:
         parts.append(_table(["detector", "task success", "wasted calls", "wasted spend", "nudges", "prunes",
                              "escalations", "stops", "false interventions", "how episodes ended"], rows))
         parts.append("")
-    errs = {k: v for k, v in manifest.get("detector_errors", {}).items() if v}
-    if errs:
+    failures = detector_failures(run_dir)
+    if failures:
         parts.append("## Detector failures")
         parts.append("")
-        parts += [f"- `{k}` failed on {v} episode(s); those episodes score as the worst outcome." for k, v in errs.items()]
+        parts.append("A failed episode scores as the worst outcome (a miss on a loop, a false alarm on a clean "
+                     "episode; in closed loop, a failed task). The first distinct errors:")
+        parts.append("")
+        for label, (counts, messages) in failures.items():
+            where = ", ".join(f"{n} {mode}-loop episode(s)" for mode, n in counts.items() if n)
+            parts.append(f"- `{label}` failed on {where}:")
+            parts += [f"  - {m}" for m in messages]
         parts.append("")
     parts.append("## Detectors")
     parts.append("")
@@ -121,6 +128,32 @@ def scoreboard_text(run_dir: Path) -> str:
         parts.append(f"- `{d['label']}`: `{d['class']}` {json.dumps(d['params'], sort_keys=True)}")
     parts.append("")
     return "\n".join(parts)
+
+
+def detector_failures(run_dir: Path, limit: int = 3) -> dict[str, tuple[dict[str, int], list[str]]]:
+    """Per detector: failed episodes in open and closed loop, and its first ``limit`` distinct errors."""
+    run_dir = Path(run_dir)
+    out: dict[str, tuple[dict[str, int], list[str]]] = {}
+    seen: dict[str, set] = {}
+    for mode, name in (("open", "episodes.csv"), ("closed", "closed.csv")):
+        path = run_dir / name
+        if not path.exists():
+            continue
+        with open(path, encoding="utf-8", newline="") as fh:
+            for row in csv.DictReader(fh):
+                err = row.get("error") or ""
+                if not err:
+                    continue
+                counts, messages = out.setdefault(row["detector"], ({"open": 0, "closed": 0}, []))
+                # episodes.csv has one row per scored unit (path); count episodes once.
+                key = (mode, row["episode"])
+                if key not in seen.setdefault(row["detector"], set()):
+                    seen[row["detector"]].add(key)
+                    counts[mode] += 1
+                text = err if len(err) <= 200 else err[:197] + "..."
+                if text not in messages and len(messages) < limit:
+                    messages.append(text)
+    return out
 
 
 def write_scoreboard(run_dir: Path) -> Path:

@@ -25,10 +25,11 @@ from scenarios.suites import Suite
 
 from .files import write_csv, write_json
 from .harness import ClosedLoopStats, generate, simulate
-from .openloop import CallScore, DetectorFailure, score_episode
+from .openloop import CallScore, DetectorFailure, describe, score_episode
 from .scoring import DELTA, Outcome, advisory_rate, alarms_from, composite, episode_outcomes, load_profiles, summarize
 from .trace import write_trace
 from .tree import Episode
+from .watchdog import DEFAULT_CHECK_TIMEOUT, CheckTimeout, Watchdog
 
 CALL_COLUMNS = ["detector", "episode", "family", "call_id", "node", "call_index", "depth", "tool", "score", "verdict",
                 "label_loop", "label_kind"]
@@ -69,6 +70,8 @@ class RunConfig:
     progress: bool = True
     workers: int = 0  # 0 = one per core; 1 = in this process
     report: bool = True  # also write report.md/.html, plots and intervals (not part of the configuration hash)
+    check_timeout: float | None = DEFAULT_CHECK_TIMEOUT  # seconds per detector call; None = no limit
+    resume: bool = False  # reuse the finished tasks checkpointed in ``out/.parts`` (sim.checkpoint)
 
     def resolved(self) -> dict[str, Any]:
         return {
@@ -120,7 +123,8 @@ class OpenResult:
     seconds: float
 
 
-def run_open(label: str, detector: Detector, episodes: Sequence[Episode], bar=None) -> OpenResult:
+def run_open(label: str, detector: Detector, episodes: Sequence[Episode], bar=None,
+             watch: Watchdog | None = None) -> OpenResult:
     prefetch = getattr(detector, "prefetch", None)
     if callable(prefetch):
         # Detectors with a model encode every distinct text of the suite in one batch.
@@ -130,7 +134,7 @@ def run_open(label: str, detector: Detector, episodes: Sequence[Episode], bar=No
     t0 = time.perf_counter()
     for ep in episodes:
         try:
-            scores[ep.id] = score_episode(detector, ep)
+            scores[ep.id] = score_episode(detector, ep, watch)
         except DetectorFailure as exc:
             errors[ep.id] = str(exc)
         if bar:
@@ -139,7 +143,7 @@ def run_open(label: str, detector: Detector, episodes: Sequence[Episode], bar=No
 
 
 def run_closed(label: str, detector: Detector, scenarios: Sequence[Scenario], bar=None,
-               episodes: Sequence[Episode] = ()) -> dict[str, ClosedLoopStats]:
+               episodes: Sequence[Episode] = (), watch: Watchdog | None = None) -> dict[str, ClosedLoopStats]:
     prefetch = getattr(detector, "prefetch", None)
     if callable(prefetch) and episodes:
         # Most closed-loop calls are the open-loop ones; encode them in one batch up front.
@@ -147,10 +151,12 @@ def run_closed(label: str, detector: Detector, scenarios: Sequence[Scenario], ba
     out = {}
     for sc in scenarios:
         try:
-            out[sc.id] = simulate(sc, detector).stats
-        except Exception as exc:  # a detector that raises ends its episode as a failure
+            out[sc.id] = simulate(sc, detector, watch).stats
+        except (Exception, CheckTimeout) as exc:  # a detector that raises or overruns fails its episode
+            if watch is not None:
+                watch.end()
             st = ClosedLoopStats(ended="detector_error", success=False)
-            st.detector_error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            st.detector_error = str(exc) if isinstance(exc, (DetectorFailure, CheckTimeout)) else describe(exc)
             out[sc.id] = st
         if bar:
             bar.update()
@@ -256,14 +262,15 @@ def open_rows(label: str, res: OpenResult, episodes: Sequence[Episode], delta: i
 
 
 def evaluate_open(built: Sequence[tuple[str, Detector]], episodes: Sequence[Episode], delta: int,
-                  profiles: dict[str, dict[str, float]], progress: bool = False):
+                  profiles: dict[str, dict[str, float]], progress: bool = False, check_timeout: float | None = None):
     """Score every episode with every detector in this process: (metrics, outcomes, calls, timings, errors)."""
     metrics, outcomes, calls, timings = [], [], [], []
     errors: dict[str, int] = {}
     nodes = {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
     bar = _bar(len(episodes) * len(built), "open loop", progress)
     for label, det in built:
-        res = run_open(label, det, episodes, bar)
+        with Watchdog(check_timeout) as watch:
+            res = run_open(label, det, episodes, bar, watch)
         m, o, c = open_rows(label, res, episodes, delta, profiles, nodes)
         metrics += m
         outcomes += o
@@ -280,6 +287,10 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     """Run the benchmark and write the run folder. Returns a summary for ``--json``."""
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    from .checkpoint import Checkpoints
+
+    parts = Checkpoints(out, config.config_hash(), config.resolved())
+    parts.start(config.resume)  # raises ResumeError before any work
     profiles_version, profiles = load_profiles()
     t_start = time.perf_counter()
     scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params)
@@ -290,8 +301,13 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
 
     built = [(d.label, d.build()) for d in config.detectors]  # fails fast on a bad detector
     kinds = [k for k in ("open", "closed") if config.mode in (k, "both")]
-    results = run_tasks([(k, d) for k in kinds for d in config.detectors], episodes, scenarios,
-                        workers=config.workers, progress=config.progress)
+    tasks = [(k, d) for k in kinds for d in config.detectors]
+    results = parts.load(tasks, log) if config.resume else {}
+    if config.resume:
+        log(f"resuming: {len(results)} of {len(tasks)} detector tasks already done")
+    results.update(run_tasks([t for t in tasks if (t[0], t[1].label) not in results], episodes, scenarios,
+                             workers=config.workers, progress=config.progress,
+                             check_timeout=config.check_timeout, on_result=parts.save))
     metrics, outcomes, calls, timings, errors = [], [], [], [], {}
     closed_m, closed_e = [], []
     nodes = {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
@@ -338,6 +354,7 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     from .report import write_scoreboard
 
     write_scoreboard(out)
+    parts.finish()
     if config.report:
         _write_report(out, log)
     return {"out": str(out), "config_hash": manifest["config_hash"], "episodes": len(episodes),

@@ -5,7 +5,9 @@ file and line, is counted and skipped, and every valid record is still used.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -14,11 +16,15 @@ import orjson
 
 from detectors.protocol import Message, Observation, ToolCall
 
+from .files import atomic_file
 from .tree import Episode, Label, ThinkNode, ToolNode
 
 KINDS = ("episode", "tool_call", "tool_result", "message", "error")
 #: A record longer than this is refused without being parsed, to keep memory bounded.
 MAX_LINE_BYTES = 64 * 1024 * 1024
+#: A record nested deeper than this is refused: nothing real nests so deep, and a parser
+#: recursing through millions of levels would exhaust the stack.
+MAX_DEPTH = 200
 
 
 # -- writing ---------------------------------------------------------------------------
@@ -81,13 +87,10 @@ def dumps_events(events: Iterable[dict[str, Any]]) -> bytes:
 
 
 def write_trace(path: str | os.PathLike, episodes: Iterable[Episode]) -> None:
-    """Write episodes to ``path`` atomically (a temporary file renamed into place)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
+    """Write episodes to ``path`` atomically (streamed to a temporary file renamed into place)."""
+    with atomic_file(path, binary=True) as fh:
         for ep in episodes:
             fh.write(dumps_events(episode_events(ep)))
-    os.replace(tmp, path)
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -120,6 +123,13 @@ def _require(rec: dict, key: str, typ: type, what: str) -> Any:
     return val
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr`` for a one-line message, clipped: a field may hold megabytes."""
+    text = repr(value[: limit + 1] if isinstance(value, str) else value) if not isinstance(value, (dict, list)) \
+        else f"<{_json_type(type(value).__name__)}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _json_type(name: str) -> str:
     return {"str": "a string", "dict": "an object", "list": "an array", "bool": "a boolean", "int": "an integer",
             "float": "a number", "NoneType": "null"}.get(name, name)
@@ -144,7 +154,7 @@ class _EpisodeBuilder:
             raise _Bad("field 'node' must be a string")
         nid = str(nid)
         if nid in self.node_ids:
-            raise _Bad(f"duplicate node id {nid!r}")
+            raise _Bad(f"duplicate node id {_short(nid)}")
         self.counter += 1
         return nid
 
@@ -156,7 +166,7 @@ class _EpisodeBuilder:
             return None
         parent = str(parent)
         if parent not in self.node_ids:
-            raise _Bad(f"parent {parent!r} is not an earlier node of episode {self.ep.id!r}")
+            raise _Bad(f"parent {_short(parent)} is not an earlier node of episode {_short(self.ep.id)}")
         return parent
 
     def add(self, rec: dict) -> None:
@@ -214,7 +224,7 @@ class _EpisodeBuilder:
                 raise _Bad("tool_result field 'error' must be a boolean")
             pending = self.open_calls.get(str(call_id))
             if not pending:
-                raise _Bad(f"tool_result for call_id {call_id!r} has no earlier tool_call without a result")
+                raise _Bad(f"tool_result for call_id {_short(call_id)} has no earlier tool_call without a result")
             # Pair by position: the oldest open call with this id takes the result.
             pending.pop(0).observation = Observation(rec["content"], error, bool(rec.get("nudge", False)))
             return
@@ -257,11 +267,62 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
             yield lineno, line
 
 
+def _too_deep(raw: bytes) -> bool:
+    """Whether the JSON text ``raw`` nests more than ``MAX_DEPTH`` levels.
+
+    Counting brackets is a C-speed scan; only a record with more brackets than the limit
+    is walked, by the stdlib parser, which stops cleanly at the interpreter's recursion
+    limit (orjson would recurse as deep as the text goes).
+    """
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return False
+    try:
+        value = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        return True
+    except (ValueError, UnicodeDecodeError):
+        return False  # not valid JSON: orjson will say why
+    stack = [(value, 0)]
+    while stack:
+        v, d = stack.pop()
+        if d > MAX_DEPTH:
+            return True
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return False
+
+
+def _no_constant(name: str):
+    raise ValueError(name)
+
+
+def loads_json(raw: bytes | str) -> Any:
+    """Parse one JSON document safely: ``orjson.JSONDecodeError`` for anything unusable.
+
+    On top of orjson's own checks it refuses documents nested deeper than ``MAX_DEPTH``
+    (orjson recurses as deep as the text goes and can overflow the C stack) and names
+    NaN/Infinity, which JSON does not have. Importers use it for the same guarantees.
+    """
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if _too_deep(data):
+        raise orjson.JSONDecodeError(f"nested deeper than {MAX_DEPTH} levels", "", 0)
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if re.search(rb"(?<![\w\"])-?(NaN|Infinity)(?![\w\"])", data):
+            raise orjson.JSONDecodeError("NaN and Infinity are not JSON", "", 0) from None
+        raise exc from None
+
+
 def parse_record(raw: bytes) -> dict:
     try:
-        rec = orjson.loads(raw)
+        rec = loads_json(raw)
     except orjson.JSONDecodeError as exc:
         msg = str(exc).split(":")[0]
+        if msg.startswith("nested deeper"):
+            raise _Bad(f"record {msg}") from None
         raise _Bad(f"not valid JSON ({msg})") from None
     if not isinstance(rec, dict):
         raise _Bad("a record must be a JSON object")
@@ -270,7 +331,7 @@ def parse_record(raw: bytes) -> dict:
         raise _Bad("missing or non-string field 'episode'")
     kind = rec.get("kind")
     if kind not in KINDS:
-        raise _Bad(f"field 'kind' must be one of {', '.join(KINDS)}, got {kind!r}")
+        raise _Bad(f"field 'kind' must be one of {', '.join(KINDS)}, got {_short(kind)}")
     return rec
 
 
@@ -305,11 +366,13 @@ def read_trace(path: str | os.PathLike, family: str | None = None) -> ReadResult
                 result.problems.append(f"{path}:{lineno}: record nested too deeply")
     except OSError as exc:
         raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if result.records == 0 and not result.problems:
+        result.problems.append(f"{path}: empty file (no trace records)")
     for b in builders.values():
         for pending in b.open_calls.values():
             for node in pending:
                 result.warnings.append(
-                    f"{path}: episode {b.ep.id!r}: tool_call {node.call.call_id!r} has no tool_result (scored without one)"
+                    f"{path}: episode {_short(b.ep.id)}: tool_call {_short(node.call.call_id)} has no tool_result (scored without one)"
                 )
         if family is not None:
             b.ep.family = family

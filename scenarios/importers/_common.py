@@ -14,8 +14,11 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from detectors.protocol import Message, Observation, ToolCall
-from sim.trace import TraceError
+from sim.trace import TraceError, loads_json
 from sim.tree import Episode, ThinkNode, ToolNode
+
+#: A whole-file JSON document larger than this is refused, to keep memory bounded.
+MAX_FILE_BYTES = 256 * 1024 * 1024
 
 #: Where an importer sends its one-line problem reports.
 Report = Callable[[str], None]
@@ -102,7 +105,7 @@ def parse_arguments(raw: Any, report: Report, where: str) -> dict[str, Any]:
         return raw
     if isinstance(raw, str):
         try:
-            val = orjson.loads(raw)
+            val = loads_json(raw)
         except orjson.JSONDecodeError:
             report(f"{where}: arguments are not valid JSON, kept as {{'_raw': text}}")
             return {"_raw": raw}
@@ -147,8 +150,12 @@ def each_file(
 
 def load_json(path: Path, report: Report) -> Any:
     """A whole-file JSON document, or ``None`` (with a problem) if it does not parse."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        report(f"{path}: {size} bytes is over the {MAX_FILE_BYTES}-byte limit for a whole-file JSON document, skipped")
+        return None
     try:
-        return orjson.loads(path.read_bytes())
+        return loads_json(path.read_bytes())
     except orjson.JSONDecodeError as exc:
         report(f"{path}: not valid JSON ({str(exc).split(':')[0]}), skipped")
         return None

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
-from sim.trace import iter_lines
+from sim.trace import iter_lines, loads_json
 from sim.tree import Episode, ToolNode
 
 from ._common import EpisodeBuilder, Report, as_text, each_file, parse_arguments, unique_id
@@ -109,7 +109,7 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
             continue
         k, index = index, index + 1
         try:
-            rec = orjson.loads(raw)
+            rec = loads_json(raw)
         except orjson.JSONDecodeError as exc:
             report(f"{where}: not valid JSON ({str(exc).split(':')[0]}), skipped")
             continue
