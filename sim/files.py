@@ -67,3 +67,13 @@ def write_csv(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns: 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
+    """A matplotlib figure written as PNG atomically (never half a picture)."""
+    import io as _io
+
+    buf = _io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    atomic_write(path, buf.getvalue())
+    return Path(path)

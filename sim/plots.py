@@ -43,8 +43,9 @@ def palette(names: Sequence[str]) -> dict[str, tuple]:
 
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    from .files import save_figure
+
+    save_figure(fig, path, DPI)
     plt.close(fig)
     return path
 

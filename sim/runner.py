@@ -151,7 +151,7 @@ def run_closed(label: str, detector: Detector, scenarios: Sequence[Scenario], ba
     out = {}
     for sc in scenarios:
         try:
-            out[sc.id] = simulate(sc, detector, watch).stats
+            out[sc.id] = simulate(sc, detector, watch=watch).stats
         except (Exception, CheckTimeout) as exc:  # a detector that raises or overruns fails its episode
             if watch is not None:
                 watch.end()
