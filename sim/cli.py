@@ -386,7 +386,7 @@ def import_cmd(file, fmt, out_path) -> None:
 
 
 # Command groups that live in their own modules register themselves on `main`.
-from . import cli_families, cli_gate, cli_report  # noqa: E402,F401
+from . import cli_families, cli_gate, cli_report, cli_tune  # noqa: E402,F401
 
 
 if __name__ == "__main__":
