@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .pathmap import EMPTY, PathCounts
-from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, tool_exempt, tool_param
+from .counting import SignatureCounter
+from .pathmap import PathCounts
+from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow
 from .signature import exact_key, ordered_json
 
 
@@ -22,7 +23,7 @@ def stream_line(call: ToolCall) -> str:
     return f"[tree] Loop detected: {call.tool}({args}) already in path — pruning branch"
 
 
-class ExactDetector(Detector):
+class ExactDetector(SignatureCounter):
     """Prune a call whose exact signature already appears ``max_repeats`` times on its path.
 
     Parameters
@@ -43,35 +44,16 @@ class ExactDetector(Detector):
     """
 
     threshold_param = "max_repeats_per_signature"
+    signature_key = staticmethod(exact_key)
+    override_key = "max_repeats"
 
     def __init__(self, *, max_repeats_per_signature: int = 1, tool_overrides: Mapping[str, Mapping[str, Any]] | None = None):
         self.max_repeats_per_signature = max_repeats_per_signature
         self.tool_overrides = tool_overrides
-        self._memo: tuple[ToolCall | None, tuple] = (None, ())
-
-    def start(self) -> PathCounts:
-        return EMPTY
-
-    def _signature(self, call: ToolCall) -> tuple:
-        # check() and record() see the same call object back to back; hash it once.
-        memo_call, memo_sig = self._memo
-        if memo_call is call:
-            return memo_sig
-        sig = exact_key(call.tool, call.args)
-        self._memo = (call, sig)
-        return sig
-
-    def threshold_for(self, tool: str, value: float) -> float:
-        if tool_exempt(self.tool_overrides, tool):
-            return float("inf")
-        return tool_param(self.tool_overrides, tool, "max_repeats", value)
 
     def check(self, state: PathCounts, call: ToolCall) -> Decision:
         count = state.get(self._signature(call), 0)
-        if self.tool_overrides:
-            limit = self.threshold_for(call.tool, self.max_repeats_per_signature)
-        else:
-            limit = self.max_repeats_per_signature
+        limit = self._limit(call.tool, self.max_repeats_per_signature)
         if count < limit:
             return allow(count)
         line = stream_line(call)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .pathmap import EMPTY, PathCounts
-from .protocol import Decision, allow, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
+from .counting import SignatureCounter
+from .pathmap import PathCounts
+from .protocol import Decision, allow, Detector, Observation, ToolCall, Verdict
 from .signature import normalized_key
 
 
@@ -24,7 +25,7 @@ def nudge_text(tool: str, count: int) -> str:
     )
 
 
-class NormalizedDetector(Detector):
+class NormalizedDetector(SignatureCounter):
     """Nudge when a normalised signature is seen ``threshold`` times in the run.
 
     Like the seed's ``LoopGuard``, the count includes the call being checked and grows
@@ -42,31 +43,16 @@ class NormalizedDetector(Detector):
 
     scope = "run"
     threshold_param = "threshold"
+    signature_key = staticmethod(normalized_key)
+    override_key = "threshold"
 
     def __init__(self, *, threshold: int = 3, tool_overrides: Mapping[str, Mapping[str, Any]] | None = None):
         self.threshold = threshold
         self.tool_overrides = tool_overrides
-        self._memo: tuple[ToolCall | None, tuple] = (None, ())
-
-    def start(self) -> PathCounts:
-        return EMPTY
-
-    def _signature(self, call: ToolCall) -> tuple:
-        memo_call, memo_sig = self._memo
-        if memo_call is call:
-            return memo_sig
-        sig = normalized_key(call.tool, call.args)
-        self._memo = (call, sig)
-        return sig
-
-    def threshold_for(self, tool: str, value: float) -> float:
-        if tool_exempt(self.tool_overrides, tool):
-            return float("inf")
-        return tool_param(self.tool_overrides, tool, "threshold", value)
 
     def check(self, state: PathCounts, call: ToolCall) -> Decision:
         count = state.get(self._signature(call), 0) + 1
-        limit = self.threshold_for(call.tool, self.threshold) if self.tool_overrides else self.threshold
+        limit = self._limit(call.tool, self.threshold)
         if count < limit:
             return allow(count)
         return Decision(
