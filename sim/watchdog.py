@@ -20,6 +20,7 @@ the start times (the pool's layer still works).
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import threading
 import time
@@ -34,8 +35,14 @@ class CheckTimeout(BaseException):
 
 
 def hard_limit(limit: float) -> float:
-    """How long the pool waits before killing a worker whose call did not return."""
-    return limit + max(2.0, limit)
+    """How long the pool waits before killing a worker whose call did not return.
+
+    Generous on purpose: on a loaded machine a worker can be descheduled for seconds, and
+    killing it there would turn a slow machine into a failed detector. The soft limit
+    (``SIGALRM``) still interrupts an ordinary overrun at ``limit``.
+    """
+    grace = float(os.environ.get("LOOPBENCH_KILL_GRACE", "60"))
+    return limit + max(2.0, limit, grace)
 
 
 class Watchdog:
