@@ -60,7 +60,8 @@ def path_state(det, n: int, args_of=lambda i: {"path": f"src/file_{i}.py"}):
     state = det.start()
     for i in range(n):
         call = ToolCall("read_file", args_of(i), f"c{i}")
-        state = det.record(state, call, det.check(state, call), Observation(f"content of file {i} " * 3))
+        # Each file says something new, as on a productive path (no detector is alarmed).
+        state = det.record(state, call, det.check(state, call), Observation(f"content of file {i}: topic{i} notes{i}"))
     return state
 
 

@@ -111,8 +111,10 @@ def _h(data: bytes | str) -> int:
 
 
 def _norm_text(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = _SPACE.sub(" ", text).strip()
+    if text.isascii():
+        text = " ".join(text.lower().split())  # the common case, without unicode tables
+    else:
+        text = _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
     if "/" in text and " " not in text:  # a path or URL
         while text.startswith("./"):
             text = text[2:]
