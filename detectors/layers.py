@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from .pathmap import EMPTY, PathCounts
 from .protocol import SEVERITY, Decision, Detector, Message, Observation, ToolCall, Verdict
 from .signature import ordered_json
 
@@ -58,7 +59,9 @@ def information_tokens(content: Any) -> frozenset[str]:
 
 @dataclass(frozen=True, slots=True)
 class ProgressState:
-    seen: frozenset[str]
+    # A persistent set (structural sharing): a frozenset union per call would make a
+    # tree's states cost nodes x depth.
+    seen: PathCounts
     streak: int  # consecutive observations that added (almost) nothing
 
 
@@ -77,7 +80,7 @@ class NoProgressDetector(Detector):
         self.min_new_fraction = min_new_fraction
 
     def start(self) -> ProgressState:
-        return ProgressState(frozenset(), 0)
+        return ProgressState(EMPTY, 0)
 
     def check(self, state: ProgressState, call: ToolCall) -> Decision:
         if state.streak < self.patience:
@@ -94,9 +97,9 @@ class NoProgressDetector(Detector):
         if observation is None or observation.nudge:
             return state
         words = information_tokens(observation.content)
-        new = words - state.seen
+        new = state.seen.missing(words)
         informative = bool(new) and len(new) >= self.min_new_fraction * len(words)
-        return ProgressState(state.seen | new if new else state.seen, 0 if informative else state.streak + 1)
+        return ProgressState(state.seen.with_all(new) if new else state.seen, 0 if informative else state.streak + 1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,12 @@
 The seed extends a path by copying the whole map (``new Map(parent)``): simple, but a
 tree of N nodes then holds N copies whose sizes grow with depth, and each extension
 costs O(distinct signatures). ``PathCounts`` copies at most a small top layer; full
-layers are frozen and shared by every descendant, and layers are merged now and then
-so a lookup stays a handful of dict probes. Extending never touches the parent, so
-sibling branches share it safely.
+layers are frozen and shared by every descendant. Frozen layers are merged like a
+binary counter (a new layer merges with the one below while that one is no larger),
+so layer sizes double downwards: a lookup probes at most about log2(n / 32) + 1
+dicts, each entry is copied O(log n) times, and a chain of n calls retains
+O(n log n) entries in all, not the O(n²) of merging everything every few layers.
+Extending never touches the parent, so sibling branches share it safely.
 """
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ from collections.abc import Mapping
 from typing import Hashable, Iterator
 
 _LOCAL_MAX = 32  # entries copied per extension, at most
-_MAX_LAYERS = 8  # frozen layers under the top before they are merged into one
 
 
 class PathCounts(Mapping):
@@ -75,10 +77,7 @@ class PathCounts(Mapping):
             local[key] = value
             return cls(local, self._base, self._layers)
         # The top layer is full: freeze it (it is never written again) and start a new one.
-        if self._layers + 1 >= _MAX_LAYERS:
-            base = cls(self._flat(), None, 0)
-        else:
-            base = cls(self._local, self._base, self._layers)
+        base = self._frozen(self._local, self._base)
         return cls({key: value}, base, base._layers + 1)
 
     def with_all(self, keys, value=1) -> "PathCounts":
@@ -91,8 +90,17 @@ class PathCounts(Mapping):
             local = self._local.copy()
             local.update(dict.fromkeys(keys, value))
             return cls(local, self._base, self._layers)
-        base = cls(self._flat(), None, 0) if self._layers + 1 >= _MAX_LAYERS else self
-        return cls(dict.fromkeys(keys, value), base, base._layers + 1)
+        base = self._frozen(self._local, self._base) if self._local else self._base
+        return cls(dict.fromkeys(keys, value), base, (base._layers + 1) if base is not None else 0)
+
+    @classmethod
+    def _frozen(cls, local: dict, base: "PathCounts | None") -> "PathCounts":
+        """``local`` as a frozen layer on ``base``, merged with the layers below it that are no larger."""
+        while base is not None and len(base._local) <= len(local):
+            merged = base._local.copy()
+            merged.update(local)  # the newer layer wins
+            local, base = merged, base._base
+        return cls(local, base, (base._layers + 1) if base is not None else 0)
 
     def _flat(self) -> dict:
         chain = []

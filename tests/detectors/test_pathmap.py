@@ -27,7 +27,7 @@ def test_extension_copies_a_bounded_top_layer():
     s = EMPTY
     for k in range(5000):
         s = s.incremented(k)
-    assert len(s._local) <= 32 and s._layers < 8
+    assert len(s._local) <= 32 and s._layers <= 8  # layers merge like a binary counter: about log2(5000 / 32)
     assert s[0] == 1 and s[4999] == 1 and len(s) == 5000
 
 

@@ -1,0 +1,88 @@
+"""Wall time of ``loopbench run`` on the default suite with every detector, embedding included.
+
+- cold: an empty embedding cache (``--embed-cache TMPDIR``): the model loads and every
+  distinct call text of the suite is encoded;
+- warm: the same command again on the now-filled cache: nothing is encoded unless the
+  closed loop produces a text the open loop never had. Target: under 60 s on 2 cores.
+
+Each run is a fresh process timed from outside (imports, generation, the pool, the
+report all count). The load average is printed before and after each run, since other
+work on the machine slows it. The script also says whether ``metrics.csv`` is
+byte-identical between the two runs, and lists the costliest (detector, mode) tasks
+of the warm run from its ``timings.csv``.
+
+``--warm-only`` skips the cold run and times a run against the default cache
+(``~/.cache/loopbench/embeddings``), after one untimed run that fills it.
+
+Run: python bench/bench_default_suite.py [--warm-only] [--workers N]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_S = 60.0
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def run(out: Path, cache: str | None, workers: int) -> float:
+    cmd = [sys.executable, "-m", "sim.cli", "run", "--out", str(out), "--no-progress", "--workers", str(workers)]
+    if cache:
+        cmd += ["--embed-cache", cache]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"loopbench failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    return wall
+
+
+def timed(label: str, out: Path, cache: str | None, workers: int) -> float:
+    before = load()
+    wall = run(out, cache, workers)
+    print(f"{label:5s} {wall:7.1f} s   load average before: {before}   after: {load()}")
+    return wall
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--warm-only", action="store_true")
+    ap.add_argument("--workers", type=int, default=0, help="passed to loopbench run (0 = one per core)")
+    args = ap.parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="loopbench-default-"))
+    print(f"loopbench run (default suite, all detectors), workers={args.workers or 'one per core'}, cpus={os.cpu_count()}")
+    try:
+        if args.warm_only:
+            run(tmp / "fill", None, args.workers)
+            warm = timed("warm", tmp / "warm", None, args.workers)
+        else:
+            cache = str(tmp / "cache")
+            cold = timed("cold", tmp / "cold", cache, args.workers)
+            warm = timed("warm", tmp / "warm", cache, args.workers)
+            same = (tmp / "cold" / "metrics.csv").read_bytes() == (tmp / "warm" / "metrics.csv").read_bytes()
+            print(f"cold/warm ratio x{cold / warm:.1f}; metrics.csv identical cold vs warm: {'yes' if same else 'NO'}")
+        print(f"warm target < {TARGET_S:.0f} s: {'met' if warm < TARGET_S else 'NOT met'} ({warm:.1f} s)")
+        with open(tmp / "warm" / "timings.csv", newline="") as fh:
+            rows = sorted(csv.DictReader(fh), key=lambda r: -float(r["total_s"]))
+        total = sum(float(r["total_s"]) for r in rows)
+        print(f"warm run: detector task seconds summed over both workers {total:.1f} s; costliest tasks:")
+        for r in rows[:6]:
+            print(f"  {r['detector']:16s} {r['mode']:6s} {float(r['total_s']):6.2f} s  p50 {r['p50_us']} us  "
+                  f"model calls {r['model_calls']}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
