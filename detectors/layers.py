@@ -134,15 +134,25 @@ class LayeredDetector(Detector):
 
         params = layer_params or {}
         self._layers = [make_detector(name, **dict(params.get(name, {}))) for name in self.layers]
+        self._memo: tuple[Any, Any, list[Decision]] = (None, None, [])
 
     def start(self) -> LayeredState:
         return LayeredState(tuple(layer.start() for layer in self._layers), 0)
 
+    def _layer_decisions(self, state: LayeredState, call: ToolCall) -> list[Decision]:
+        # record() needs each layer's own decision for the call check() just judged;
+        # keep them instead of asking every layer twice on the hot path.
+        memo_state, memo_call, memo = self._memo
+        if memo_state is state and memo_call is call:
+            return memo
+        decisions = [layer.check(sub, call) for layer, sub in zip(self._layers, state.layers)]
+        self._memo = (state, call, decisions)
+        return decisions
+
     def check(self, state: LayeredState, call: ToolCall) -> Decision:
         worst: Decision | None = None
         score = 0.0
-        for layer, sub in zip(self._layers, state.layers):
-            d = layer.check(sub, call)
+        for layer, d in zip(self._layers, self._layer_decisions(state, call)):
             param = layer.threshold_param
             if param is not None:
                 thr = layer.threshold_for(call.tool, getattr(layer, param))
@@ -167,8 +177,8 @@ class LayeredDetector(Detector):
 
     def record(self, state: LayeredState, call: ToolCall, decision: Decision, observation: Observation | None) -> LayeredState:
         subs = []
-        for layer, sub in zip(self._layers, state.layers):
-            subs.append(layer.record(sub, call, layer.check(sub, call), observation))
+        for layer, sub, d in zip(self._layers, state.layers, self._layer_decisions(state, call)):
+            subs.append(layer.record(sub, call, d, observation))
         return LayeredState(tuple(subs), state.nudges + (decision.verdict is Verdict.NUDGE))
 
     def on_message(self, state: LayeredState, message: Message) -> LayeredState:
