@@ -80,6 +80,10 @@ def load_model(path: str | Path):
             # Two cores is the target machine; more threads than cores only adds contention.
             threads = int(os.environ.get(THREADS_ENV) or min(2, os.cpu_count() or 1))
             torch.set_num_threads(max(1, threads))
+            # torch's intra-op thread pool does not survive fork(): a child that encodes
+            # after its parent did deadlocks in C code, where no signal can reach it (seen
+            # here with the pool's forked workers). One thread in a forked child is safe.
+            os.register_at_fork(after_in_child=_one_thread_after_fork)
             try:
                 from transformers.utils import logging as hf_logging
 
@@ -90,6 +94,12 @@ def load_model(path: str | Path):
             _MODELS[key] = model
             LOAD_SECONDS[key] = time.perf_counter() - t0
     return model
+
+
+def _one_thread_after_fork() -> None:
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def model_id(path: str | Path) -> str:

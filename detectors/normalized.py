@@ -52,7 +52,7 @@ class NormalizedDetector(SignatureCounter):
 
     def check(self, state: PathCounts, call: ToolCall) -> Decision:
         count = state.get(self._signature(call), 0) + 1
-        limit = self._limit(call.tool, self.threshold)
+        limit = self.threshold_for(call.tool, self.threshold) if self.tool_overrides else self.threshold
         if count < limit:
             return allow(count)
         return Decision(

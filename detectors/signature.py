@@ -146,20 +146,37 @@ def _value_text(value: Any) -> str:
         return canonical_json(value).decode("utf-8", "replace")
 
 
+#: Integers below this print without hitting ``int``'s digit limit (and stay exact).
+_BIG_INT = 10**18
+
+
 def normalized_key(tool: str, args: Any) -> tuple:
     """The seed-002 normalisation as a hashable key: equal exactly when
-    ``normalized_signature`` is, without building and printing a dict."""
+    ``normalized_signature`` is, without building and printing a dict.
+
+    A flat ``(tool, key, text, key, text, ...)`` tuple: one allocation instead of a pair
+    per key, with strings and booleans (the common values) normalised without a call.
+    """
     if type(args) is not dict and not isinstance(args, Mapping):
         return tool, _value_text(args).strip().lower()
     try:
         keys = sorted(args)  # keys are unique, so this is the seed's sorted(items) order
     except TypeError:
         keys = sorted(args, key=repr)
-    out = []
+    out = [tool]
+    add = out.append
     for k in keys:
         v = args[k]
-        out.append((k, (v if type(v) is str else _value_text(v)).strip().lower()))
-    return tool, tuple(out)
+        add(k)
+        if type(v) is str:
+            add(v.strip().lower())
+        elif type(v) is bool:
+            add("true" if v else "false")  # str(v).strip().lower()
+        elif type(v) is int and -_BIG_INT < v < _BIG_INT:
+            add(str(v))  # digits and a sign: nothing to strip or lower
+        else:
+            add(_value_text(v).strip().lower())
+    return tuple(out)
 
 
 def exact_signature(tool: str, args: Any) -> str:

@@ -121,6 +121,32 @@ def _first_line(exc: BaseException) -> str:
     return text[len(prefix):] if isinstance(exc, (LookupError, ValueError)) and text.startswith(prefix) else text
 
 
+def engine_options(f):
+    """``--workers``, ``--engine`` and ``--ray-address``: where a command's detector tasks run."""
+    f = click.option("--ray-address", default=None,
+                     help="With --engine ray: 'local', ray://HEAD:10001 or HEAD:6379. "
+                          "[default: $RAY_ADDRESS, else a new local Ray instance]")(f)
+    f = click.option("--engine", type=click.Choice(["local", "ray"]), default="local",
+                     help="Run detector tasks on this machine's process pool, or on Ray sharded by episode "
+                          "(pip install 'loopbench[ray]'). [default: local]")(f)
+    return click.option("--workers", type=click.IntRange(0), default=0,
+                        help="Local processes: 0 = one per core, 1 = no pool. [default: 0]")(f)
+
+
+def make_engine(engine: str, workers: int, ray_address: str | None):
+    """The :class:`sim.engines.Engine` the options name; Ray's absence is a one-line error, before any work."""
+    from .engines import Engine
+
+    if engine == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise LoopbenchError("--engine ray needs Ray: pip install 'loopbench[ray]'") from None
+    elif ray_address:
+        raise LoopbenchError("--ray-address needs --engine ray")
+    return Engine(engine, workers=workers, address=ray_address)
+
+
 def set_embed_cache(value: str | None) -> None:
     """Point the embedding detectors' disk cache (an env var, so pool workers inherit it)."""
     import os
@@ -199,14 +225,14 @@ def _out_dir(out: str | None, stem: str) -> Path:
 @click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters, tool registry).")
 @click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE, e.g. exact.max_repeats_per_signature=2 (repeatable).")
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
-@click.option("--workers", type=click.IntRange(0), default=0, help="Processes to use: 0 = one per core, 1 = no pool. [default: 0]")
+@engine_options
 @click.option("--embed-cache", default=None, help="Directory for the embedding cache, or 'off'. [default: ~/.cache/loopbench/embeddings]")
 @click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
 @click.option("--resume", is_flag=True, help="Finish an interrupted run in --out: same options, only the missing detector tasks run.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, workers, embed_cache,
-            check_timeout, resume, no_progress, as_json) -> None:
+def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, workers, engine,
+            ray_address, embed_cache, check_timeout, resume, no_progress, as_json) -> None:
     """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
     from scenarios.base import FAMILIES
     from scenarios.suites import SuiteError, load_suite
@@ -228,22 +254,24 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
         raise LoopbenchError(f"unknown scenario families: {', '.join(unknown)} (see `loopbench list`)")
     names = _split(detectors_opt) or list(rc.get("detectors", [])) or s.detectors or _default_detectors()
     specs = detector_specs(names, config, params)
+    eng = make_engine(engine, workers, ray_address)
     cfg = RunConfig(
         suite=s, detectors=specs, families=fams,
         episodes=episodes or int(rc.get("episodes", s.episodes)),
         seed=seed if seed is not None else int(rc.get("seed", s.seed)),
         mode=mode or rc.get("mode", s.mode), delta=delta if delta is not None else int(rc.get("delta", DELTA)),
-        out=_out_dir(out or rc.get("out"), s.name), progress=not no_progress and not as_json, workers=workers,
+        out=_out_dir(out or rc.get("out"), s.name), progress=not no_progress and not as_json, engine=eng,
         check_timeout=_timeout(check_timeout if check_timeout is not None else rc.get("check_timeout")), resume=resume,
     )
     set_embed_cache(embed_cache)
     log = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
     from .checkpoint import ResumeError
+    from .engines import EngineError
 
     try:
         with _interruptible():
             summary = run(cfg, log=log)
-    except ResumeError as exc:
+    except (ResumeError, EngineError) as exc:
         raise LoopbenchError(str(exc)) from None
     except KeyboardInterrupt as exc:
         click.echo(f"loopbench: interrupted; finished detector tasks are kept in {cfg.out}/.parts; "

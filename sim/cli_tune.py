@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from .cli import LoopbenchError, _out_dir, _split, detector_specs, load_config, main
+from .cli import LoopbenchError, _out_dir, _split, detector_specs, engine_options, load_config, main, make_engine
+from .engines import EngineError
 
 
 def _workload(suite, families, episodes, seed):
@@ -69,9 +70,10 @@ def _num(v) -> str:
 @click.option("--config", "config_path", default=None, help="TOML configuration: the detector's other parameters.")
 @click.option("--out", default=None, help="Folder for sweep.csv and sweep.png. [default: runs/sweep-TIMESTAMP]")
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
-@click.option("--workers", type=click.IntRange(0), default=0, help="Processes: 0 = one per core, 1 = no pool. [default: 0]")
+@engine_options
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def sweep_cmd(detector, params, suite, families, episodes, seed, config_path, out, delta, workers, no_progress) -> None:
+def sweep_cmd(detector, params, suite, families, episodes, seed, config_path, out, delta, workers, engine, ray_address,
+              no_progress) -> None:
     """Score one detector over a grid of parameter values: the false-alarm / miss trade-off, table and plot.
 
     The detector's threshold_param is swept in one pass over stored scores; any other
@@ -87,14 +89,15 @@ def sweep_cmd(detector, params, suite, families, episodes, seed, config_path, ou
     except TuningError as exc:
         raise LoopbenchError(str(exc)) from None
     spec = _one_spec(detector, config_path)
+    eng = make_engine(engine, workers, ray_address)
     s, fams, n, sd = _workload(suite, families, episodes, seed)
     delta = DELTA if delta is None else delta
     progress = not no_progress
     eps = _episodes(s, fams, n, sd, progress)
     _, profiles = load_profiles()
     try:
-        result = run_sweep(spec, grids, eps, profiles, delta=delta, workers=workers, progress=progress)
-    except TuningError as exc:
+        result = run_sweep(spec, grids, eps, profiles, delta=delta, engine=eng, progress=progress)
+    except (TuningError, EngineError) as exc:
         raise LoopbenchError(str(exc)) from None
     folder = _out_dir(out, "sweep")
     folder.mkdir(parents=True, exist_ok=True)
@@ -154,11 +157,11 @@ def _family_table(rows_default, rows_tuned, looping) -> list[str]:
 @click.option("--config", "config_path", default=None, help="TOML configuration to start from (parameters, tool registry).")
 @click.option("--out", default="tuned.toml", show_default=True, help="Where to write the overrides (TOML for run --config).")
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
-@click.option("--workers", type=click.IntRange(0), default=0, help="Processes: 0 = one per core, 1 = no pool. [default: 0]")
+@engine_options
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout instead of the tables.")
 def tune_cmd(detector, budget, suite, families, episodes, seed, heldout_seed, tools, keep_misses, config_path, out, delta,
-             workers, no_progress, as_json) -> None:
+             workers, engine, ray_address, no_progress, as_json) -> None:
     """Recommend per-tool overrides that meet a false-alarm budget with the fewest misses; write them as TOML.
 
     Coordinate search on the tuning seed (open loop), then default vs tuned on held-out seeds.
@@ -175,6 +178,7 @@ def tune_cmd(detector, budget, suite, families, episodes, seed, heldout_seed, to
     t0 = time.perf_counter()
     say = (lambda m="": None) if as_json else click.echo
     spec = _one_spec(detector, config_path)
+    eng = make_engine(engine, workers, ray_address)
     try:
         cands, fast = tool_candidates(detector_class(spec.spec))
     except TuningError as exc:
@@ -192,9 +196,9 @@ def tune_cmd(detector, budget, suite, families, episodes, seed, heldout_seed, to
                f"{len(eps)} episodes, tuning seed {sd}, held-out seed {hsd}", err=True)
     click.echo(f"  candidates per tool: {'; '.join(f'{k} ∈ {list(v)}' for k, v in cands.items())}", err=True)
     try:
-        res = tune(spec, eps, budget, delta=delta, workers=workers, tools=_split(tools) or None,
+        res = tune(spec, eps, budget, delta=delta, engine=eng, tools=_split(tools) or None,
                    keep_misses=keep_misses, progress=progress, log=log)
-    except TuningError as exc:
+    except (TuningError, EngineError) as exc:
         raise LoopbenchError(str(exc)) from None
     how = ("from stored scores (" + ", ".join(k for k in fast) + " only move the threshold)") if res.fast else "by re-running the detector per candidate"
     say(f"search: {res.passes} pass(es), {res.open_runs} open-loop run(s); candidates evaluated {how}")
@@ -204,7 +208,7 @@ def tune_cmd(detector, budget, suite, families, episodes, seed, heldout_seed, to
     tuned = DetectorSpec(spec.label, spec.spec, {**spec.params, "tool_overrides": res.tuned or None})
     default = DetectorSpec(spec.label, spec.spec, dict(spec.params))
     # The search's numbers came from stored scores where it could: re-run the tuned detector to confirm them.
-    check = run_specs([DetectorSpec("check", tuned.spec, tuned.params)], eps, workers)["check"]
+    check = run_specs([DetectorSpec("check", tuned.spec, tuned.params)], eps, eng)["check"]
     units = {ep.id: scoring_units(ep) for ep in eps}
     actual = verdict_outcomes(units, call_scores(check, eps), check.errors, delta)
     confirmed = [o.outcome for o in actual] == [o.outcome for o in res.tuned_eval.outcomes]
@@ -222,7 +226,7 @@ def tune_cmd(detector, budget, suite, families, episodes, seed, heldout_seed, to
 
     held = _episodes(s, fams, n, hsd, progress)
     results = run_specs([DetectorSpec("default", default.spec, default.params), DetectorSpec("tuned", tuned.spec, tuned.params)],
-                        held, workers)
+                        held, eng)
     rows_d, _ = metric_rows("default", held, results["default"], delta, profiles)
     rows_t, _ = metric_rows("tuned", held, results["tuned"], delta, profiles)
     say(f"\nHeld-out seed {hsd} ({len(held)} episodes), default → tuned:\n")

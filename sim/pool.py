@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Callable, Sequence
 
@@ -35,44 +36,123 @@ def _init(episodes: Sequence[Episode], scenarios: Sequence[Scenario]) -> None:
     _EPISODES, _SCENARIOS = episodes, scenarios
 
 
-def _task(task: tuple[str, Any], watch: Watchdog) -> tuple[tuple[str, str], Any]:
-    from .runner import _timing_row, run_closed, run_open
+@dataclass
+class ShardResult:
+    """One detector in one mode over some of the suite's episodes: its result and its cost.
 
-    kind, spec = task
+    The local pool runs a task as one shard (the whole suite); the Ray engine cuts it
+    into many and :func:`merge_shards` puts them back together.
+    """
+
+    kind: str  # "open" | "closed"
+    label: str
+    value: Any  # an OpenResult (open) or {scenario id: ClosedLoopStats} (closed)
+    ns: list[int]  # measured check (open: check + record) times
+    seconds: float
+    counters: dict[str, int]
+
+
+def run_shard(kind: str, spec: Any, episodes: Sequence[Episode], scenarios: Sequence[Scenario],
+              watch: Watchdog) -> ShardResult:
+    """One detector (built here from its spec) over ``episodes`` (open) or ``scenarios`` (closed)."""
+    from .runner import detector_counters, run_closed, run_open
+
     det = spec.build()
     with watch:
         if kind == "open":
-            res = run_open(spec.label, det, _EPISODES, watch=watch)
+            res = run_open(spec.label, det, episodes, watch=watch)
             ns = [s.ns for sc in res.scores.values() for s in sc]
-            return (kind, spec.label), (res, _timing_row(spec.label, "open", ns, res.seconds, det))
+            return ShardResult(kind, spec.label, res, ns, res.seconds, detector_counters(det))
         t0 = time.perf_counter()
-        stats = run_closed(spec.label, det, _SCENARIOS, episodes=_EPISODES, watch=watch)
+        stats = run_closed(spec.label, det, scenarios, episodes=episodes, watch=watch)
     ns = [n for st in stats.values() for n in st.check_ns]
     for st in stats.values():
         st.check_ns = []  # measured already; don't ship them back
-    return (kind, spec.label), (stats, _timing_row(spec.label, "closed", ns, time.perf_counter() - t0, det))
+    return ShardResult(kind, spec.label, stats, ns, time.perf_counter() - t0, detector_counters(det))
+
+
+def failed_shard(kind: str, label: str, episodes: Sequence[Episode], scenarios: Sequence[Scenario],
+                 message: str) -> ShardResult:
+    """A shard that produced nothing: every one of its episodes failed with ``message``."""
+    from .harness import ClosedLoopStats
+    from .runner import OpenResult
+
+    if kind == "open":
+        value: Any = OpenResult(label, {}, {ep.id: message for ep in episodes}, 0.0)
+    else:
+        value = {sc.id: ClosedLoopStats(ended="detector_error", success=False, detector_error=message)
+                 for sc in scenarios}
+    return ShardResult(kind, label, value, [], 0.0, {})
+
+
+def merge_shards(parts: Sequence[ShardResult]) -> tuple[Any, dict[str, Any]]:
+    """A task's result and timing row from its shards, given in episode order.
+
+    Dicts are filled shard by shard, so they come out in the suite's episode order exactly
+    as from one unsharded run; times and counters add up.
+    """
+    from .runner import OpenResult, timing_row
+
+    kind, label = parts[0].kind, parts[0].label
+    ns = [n for p in parts for n in p.ns]
+    seconds = sum(p.seconds for p in parts)
+    counters = {k: sum(p.counters.get(k, 0) for p in parts) for p in parts for k in p.counters}
+    if len(parts) == 1:
+        value = parts[0].value
+    elif kind == "open":
+        value = OpenResult(label, {k: v for p in parts for k, v in p.value.scores.items()},
+                           {k: v for p in parts for k, v in p.value.errors.items()}, seconds)
+    else:
+        value = {k: v for p in parts for k, v in p.value.items()}
+    return value, timing_row(label, kind, ns, seconds, counters)
 
 
 def failed_task(task: tuple[str, Any], message: str) -> Any:
     """The result of a task that produced nothing: every episode failed with ``message``."""
-    from .harness import ClosedLoopStats
-    from .runner import OpenResult, _timing_row
-
     kind, spec = task
-    timing = _timing_row(spec.label, kind, [], 0.0, None)
-    if kind == "open":
-        return OpenResult(spec.label, {}, {ep.id: message for ep in _EPISODES}, 0.0), timing
-    return {sc.id: ClosedLoopStats(ended="detector_error", success=False, detector_error=message)
-            for sc in _SCENARIOS}, timing
+    return merge_shards([failed_shard(kind, spec.label, _EPISODES, _SCENARIOS, message)])
+
+
+def prefetch_suite(specs: Sequence[Any], episodes: Sequence[Episode]) -> None:
+    """Encode the suite's texts once for each model-backed spec (into the shared disk cache)."""
+    calls = [n.call for ep in episodes for n in ep.tool_nodes()]
+    for spec in specs:
+        spec.build().prefetch(calls)
 
 
 def _run_guarded(task: tuple[str, Any], watch: Watchdog) -> tuple[tuple[str, str], Any]:
     from .openloop import describe
 
+    kind, spec = task
     try:
-        return _task(task, watch)
+        if kind == "prefetch":
+            prefetch_suite(spec, _EPISODES)
+            return (kind, ""), None
+        return (kind, spec.label), merge_shards([run_shard(kind, spec, _EPISODES, _SCENARIOS, watch)])
     except Exception as exc:  # noqa: BLE001 — e.g. the detector cannot be built in the worker
-        return (task[0], task[1].label), failed_task(task, f"task failed: {describe(exc)}")
+        if kind == "prefetch":  # the tasks it was for encode their own texts
+            return (kind, ""), None
+        return (kind, spec.label), failed_task(task, f"task failed: {describe(exc)}")
+
+
+def shared_prefetch(tasks: Sequence[tuple[str, Any]]) -> list[Any]:
+    """Specs whose suite-wide ``prefetch`` should run once for all their tasks: model-backed
+    detectors with more than one task, when a disk cache lets the workers share the vectors.
+
+    Without it, the open and the closed task of an embedding detector each load the model
+    and encode the same texts, in two workers at once, on a cold cache.
+    """
+    from detectors.embedding_model import CACHE_ENV
+
+    if not os.environ.get(CACHE_ENV):
+        return []
+    count: dict[str, int] = {}
+    specs: dict[str, Any] = {}
+    for _, spec in tasks:
+        count[spec.label] = count.get(spec.label, 0) + 1
+        specs[spec.label] = spec
+    return [spec for label, spec in specs.items()
+            if count[label] > 1 and callable(getattr(spec.build(), "prefetch", None))]
 
 
 def default_workers() -> int:
@@ -107,6 +187,16 @@ class _Worker:
             self.proc.kill()
             self.proc.join(2)
         self.conn.close()
+
+
+def _overran(cell: Any, hard: float) -> bool:
+    """Whether the worker's current detector call started more than ``hard`` seconds ago.
+
+    The cell is read once: the worker sets it to 0 between calls, and reading it again for
+    the subtraction could see that 0 and take the machine's uptime for the call's duration.
+    """
+    started = cell.value
+    return bool(started) and time.monotonic() - started > hard
 
 
 def _death(proc: Any) -> str:
@@ -155,7 +245,16 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
               done: Callable[[tuple[str, str], Any], None]) -> None:
     ctx = mp.get_context("fork")
     # Closed-loop tasks are the long ones: start them first so the workers end together.
-    pending = sorted(tasks, key=lambda t: (t[0] != "closed",))[::-1]
+    # ``pending`` is a stack: the next task is at the end.
+    order = sorted(tasks, key=lambda t: (t[0] != "closed",))
+    shared = shared_prefetch(tasks)
+    labels = {spec.label for spec in shared}
+    held = [t for t in order if t[1].label in labels]
+    pending = [t for t in order if t[1].label not in labels][::-1]
+    if shared:
+        # Model-backed detectors encode the suite once, in one worker, while the others run;
+        # their tasks start after, on a warm cache.
+        pending.append(("prefetch", shared))
     hard = hard_limit(limit) if limit else None
     pool: list[_Worker] = []
     try:
@@ -180,18 +279,24 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                         failure = _death(w.proc) if not w.proc.is_alive() else "worker sent no result"
                     else:
                         w.task = None
-                        done(key, value)
+                        if key[0] == "prefetch":
+                            pending.extend(held[::-1])
+                        else:
+                            done(key, value)
                         continue
                 elif not w.proc.is_alive():
                     failure = _death(w.proc)
-                elif hard is not None and w.cell.value and time.monotonic() - w.cell.value > hard:
+                elif hard is not None and _overran(w.cell, hard):
                     failure = (f"a detector call ran over {hard:g} s and could not be interrupted "
                                f"(--check-timeout {limit:g}); its worker was killed")
                 if failure is not None:
                     task, w.task = w.task, None
                     w.stop(kill=True)
                     pool.remove(w)
-                    done((task[0], task[1].label), failed_task(task, failure))
+                    if task[0] == "prefetch":
+                        pending.extend(held[::-1])  # they encode their own texts
+                    else:
+                        done((task[0], task[1].label), failed_task(task, failure))
     finally:
         for w in pool:
             if w.proc.is_alive() and w.task is None:

@@ -23,6 +23,7 @@ from detectors.registry import make_detector
 from scenarios.base import FAMILIES, Scenario, make_scenario
 from scenarios.suites import Suite
 
+from .engines import Engine
 from .files import write_csv, write_json
 from .harness import ClosedLoopStats, generate, simulate
 from .openloop import CallScore, DetectorFailure, describe, score_episode
@@ -68,7 +69,7 @@ class RunConfig:
     delta: int = DELTA
     out: Path = Path("runs/latest")
     progress: bool = True
-    workers: int = 0  # 0 = one per core; 1 = in this process
+    engine: Engine = field(default_factory=Engine)  # where tasks run; never part of the results or the hash
     report: bool = True  # also write report.md/.html, plots and intervals (not part of the configuration hash)
     check_timeout: float | None = DEFAULT_CHECK_TIMEOUT  # seconds per detector call; None = no limit
     resume: bool = False  # reuse the finished tasks checkpointed in ``out/.parts`` (sim.checkpoint)
@@ -277,7 +278,7 @@ def evaluate_open(built: Sequence[tuple[str, Detector]], episodes: Sequence[Epis
         calls += c
         errors[label] = len(res.errors)
         ns = [x.ns for sc in res.scores.values() for x in sc]
-        timings.append(_timing_row(label, "open", ns, res.seconds, det))
+        timings.append(timing_row(label, "open", ns, res.seconds, detector_counters(det)))
     if bar:
         bar.close()
     return metrics, outcomes, calls, timings, errors
@@ -297,17 +298,15 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     episodes = generate_episodes(scenarios, config.progress)
     write_trace(out / "trace.jsonl", episodes)
     log(f"generated {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls")
-    from .pool import run_tasks
-
     built = [(d.label, d.build()) for d in config.detectors]  # fails fast on a bad detector
     kinds = [k for k in ("open", "closed") if config.mode in (k, "both")]
     tasks = [(k, d) for k in kinds for d in config.detectors]
     results = parts.load(tasks, log) if config.resume else {}
     if config.resume:
         log(f"resuming: {len(results)} of {len(tasks)} detector tasks already done")
-    results.update(run_tasks([t for t in tasks if (t[0], t[1].label) not in results], episodes, scenarios,
-                             workers=config.workers, progress=config.progress,
-                             check_timeout=config.check_timeout, on_result=parts.save))
+    results.update(config.engine.run([t for t in tasks if (t[0], t[1].label) not in results], episodes, scenarios,
+                                     progress=config.progress, check_timeout=config.check_timeout,
+                                     on_result=parts.save))
     metrics, outcomes, calls, timings, errors = [], [], [], [], {}
     closed_m, closed_e = [], []
     nodes = {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
@@ -348,6 +347,7 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
         "episodes": len(episodes),
         "tool_calls": sum(len(e.tool_nodes()) for e in episodes),
         "detector_errors": errors,
+        "engine": config.engine.name,
         "wall_seconds": round(wall, 3),
     }
     write_json(out / "manifest.json", manifest)
@@ -372,13 +372,18 @@ def _write_report(out: Path, log: Callable[[str], None]) -> None:
         log(f"report not written: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
 
-def _timing_row(label: str, mode: str, ns: list[int], seconds: float, det: Any) -> dict[str, Any]:
-    lookups = getattr(det, "cache_lookups", None)
-    hits = getattr(det, "cache_hits", None)
+def detector_counters(det: Any) -> dict[str, int]:
+    """A detector's cumulative cost counters (0 where it keeps none); shards of one task add up."""
+    return {k: int(getattr(det, k, 0) or 0) for k in ("model_calls", "cache_hits", "cache_lookups")}
+
+
+def timing_row(label: str, mode: str, ns: list[int], seconds: float, counters: dict[str, int]) -> dict[str, Any]:
+    """A ``timings.csv`` row: measured check times and the detector's cost counters."""
+    lookups, hits = counters.get("cache_lookups", 0), counters.get("cache_hits", 0)
     return {
         "detector": label, "mode": mode, "checks": len(ns), "p50_us": _pct(ns, 0.5), "p95_us": _pct(ns, 0.95),
         "mean_us": statistics.fmean(ns) / 1000.0 if ns else None, "total_s": seconds,
-        "model_calls": getattr(det, "model_calls", 0),
+        "model_calls": counters.get("model_calls", 0),
         "cache_hit_rate": (hits / lookups) if lookups else None,
     }
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from detectors.protocol import Detector, Verdict
 
+from .engines import Engine, as_engine
 from .runner import DetectorSpec, OpenResult
 from .scoring import DELTA, Outcome, ScoringUnits, composite, scoring_units, summarize
 from .thresholds import CallScores, check_contract, sweep
@@ -46,12 +47,11 @@ class TuningError(ValueError):
 
 
 # -- running a detector over the episodes -----------------------------------------------------
-def run_specs(specs: Sequence[DetectorSpec], episodes: Sequence[Episode], workers: int = 0,
+def run_specs(specs: Sequence[DetectorSpec], episodes: Sequence[Episode], engine: Engine | int = 0,
               progress: bool = False) -> dict[str, OpenResult]:
-    """Open-loop results of every spec (label -> result), on the process pool when there are several."""
-    from .pool import run_tasks
-
-    results = run_tasks([("open", s) for s in specs], episodes, (), workers=workers, progress=progress)
+    """Open-loop results of every spec (label -> result), on ``engine`` (a bare integer: the
+    local pool with that many workers)."""
+    results = as_engine(engine).run([("open", s) for s in specs], episodes, (), progress=progress)
     return {label: res for (_, label), (res, _) in results.items()}
 
 
@@ -196,7 +196,7 @@ class SweepResult:
 
 
 def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence[Episode],
-              profiles: Mapping[str, Mapping[str, float]], *, delta: int = DELTA, workers: int = 0,
+              profiles: Mapping[str, Mapping[str, float]], *, delta: int = DELTA, engine: Engine | int = 0,
               progress: bool = False) -> SweepResult:
     """Score ``spec`` at every cell of the grid; see the module docstring for the modes."""
     base = spec.build()
@@ -247,7 +247,7 @@ def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence
         for cell in cells:
             groups[cell[:ti] + cell[ti + 1:]].append(cell)
         gspecs = {key: DetectorSpec(f"group{i}", spec.spec, cell_params(cs_[0], ti)) for i, (key, cs_) in enumerate(groups.items())}
-        results = run_specs(list(gspecs.values()), episodes, workers, progress)
+        results = run_specs(list(gspecs.values()), episodes, engine, progress)
         runs += len(gspecs)
         for key, gspec in gspecs.items():
             res = results[gspec.label]
@@ -264,7 +264,7 @@ def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence
                 outcomes[cell] = outs
     if ti is None or broken:
         cspecs = {cell: DetectorSpec(f"cell{i}", spec.spec, cell_params(cell, None)) for i, cell in enumerate(cells)}
-        results = run_specs(list(cspecs.values()), episodes, workers, progress)
+        results = run_specs(list(cspecs.values()), episodes, engine, progress)
         runs += len(cspecs)
         for cell, cspec in cspecs.items():
             res = results[cspec.label]
@@ -484,8 +484,8 @@ class Evaluator:
     """Outcomes of override settings on fixed episodes, re-running the detector only when it must."""
 
     def __init__(self, spec: DetectorSpec, episodes: Sequence[Episode], fast_keys: Sequence[str], *,
-                 delta: int = DELTA, workers: int = 0, progress: bool = False):
-        self.spec, self.episodes, self.delta, self.workers, self.progress = spec, list(episodes), delta, workers, progress
+                 delta: int = DELTA, engine: Engine | int = 0, progress: bool = False):
+        self.spec, self.episodes, self.delta, self.engine, self.progress = spec, list(episodes), delta, engine, progress
         base = spec.build()
         self.tp = base.threshold_param
         self.value = getattr(base, self.tp) if self.tp else None
@@ -511,7 +511,7 @@ class Evaluator:
         todo = {k: self._slow(o) for k, o in zip(keys, settings) if k not in self.runs}
         if todo:
             specs = {k: self._spec(f"run{i}", o) for i, (k, o) in enumerate(todo.items())}
-            results = run_specs(list(specs.values()), self.episodes, self.workers, self.progress)
+            results = run_specs(list(specs.values()), self.episodes, self.engine, self.progress)
             self.open_runs += len(specs)
             for k, s in specs.items():
                 res = results[s.label]
@@ -603,7 +603,7 @@ def _with_tool(current: Overrides, tool: str, setting: dict | None, base: Overri
     return out
 
 
-def tune(spec: DetectorSpec, episodes: Sequence[Episode], budget: float, *, delta: int = DELTA, workers: int = 0,
+def tune(spec: DetectorSpec, episodes: Sequence[Episode], budget: float, *, delta: int = DELTA, engine: Engine | int = 0,
          tools: Sequence[str] | None = None, keep_misses: bool = False, max_passes: int = 6, progress: bool = False,
          log: Callable[[str], None] = lambda s: None) -> TuneResult:
     """Coordinate search for per-tool overrides within a false-alarm budget (module docstring).
@@ -614,7 +614,7 @@ def tune(spec: DetectorSpec, episodes: Sequence[Episode], budget: float, *, delt
     from detectors.registry import detector_class
 
     cands, fast_keys = tool_candidates(detector_class(spec.spec))
-    ev = Evaluator(spec, episodes, fast_keys, delta=delta, workers=workers, progress=progress)
+    ev = Evaluator(spec, episodes, fast_keys, delta=delta, engine=engine, progress=progress)
     base: Overrides = {t: dict(e) for t, e in (spec.params.get("tool_overrides") or {}).items()}
     unknown = [t for t in (tools or ()) if t not in ev.tools]
     if unknown:

@@ -1,6 +1,8 @@
 """The Embedder: one encode per distinct text, counters, the on-disk cache; the model loads offline."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -98,3 +100,46 @@ def test_bundled_model_loads_offline_once_and_encodes():
     assert os.environ["HF_HUB_OFFLINE"] == "1" and os.environ["TRANSFORMERS_OFFLINE"] == "1"
     model = embedding_model.load_model(emb.model_path)
     assert embedding_model.load_model(str(emb.model_path)) is model
+
+
+FORK_AFTER_ENCODE = """
+import sys
+from detectors.embedding_model import Embedder
+from scenarios.suites import load_suite
+from sim.pool import run_tasks
+from sim.runner import DetectorSpec, build_scenarios, generate_episodes
+
+Embedder().embed(["the parent encodes first", "so torch's thread pool is running"])
+suite = load_suite("quick")
+scenarios = build_scenarios(["paraphrased", "healthy"], 2, 3, suite.family_params)
+episodes = generate_episodes(scenarios)
+spec = DetectorSpec("embedding", "embedding")
+out = run_tasks([("open", spec), ("closed", spec)], episodes, scenarios, workers=2)
+res, _ = out[("open", "embedding")]
+assert not res.errors and len(res.scores) == 4, res.errors
+assert not any(st.detector_error for st in out[("closed", "embedding")][0].values())
+print("ok")
+"""
+
+
+@pytest.mark.model
+def test_pool_workers_forked_after_the_parent_encoded_do_not_hang(tmp_path):
+    # torch's thread pool deadlocks in a forked child once the parent has used it; the
+    # pool's workers are forked, so the child must drop to one thread (register_at_fork).
+    import os
+    import subprocess
+    import sys
+
+    import signal
+
+    env = {**os.environ, "LOOPBENCH_EMBED_CACHE": str(tmp_path / "cache")}  # cold: the workers encode
+    proc = subprocess.Popen([sys.executable, "-c", FORK_AFTER_ENCODE], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the hung workers too
+        proc.communicate()
+        pytest.fail("a pool worker forked after the parent encoded hung")
+    assert proc.returncode == 0 and out.strip() == "ok", err[-2000:]

@@ -300,6 +300,37 @@ def test_a_pool_kills_what_the_alarm_cannot_interrupt(tmp_path, monkeypatch):
     assert killed in (out / "scoreboard.md").read_text()
 
 
+def test_a_call_that_ends_while_the_pool_looks_is_not_an_overrun():
+    # The worker zeroes its cell between calls. Reading it twice (once to see a call is
+    # running, once for its start) once took the machine's uptime for a call's duration and
+    # killed healthy workers: the read must be single.
+    from sim.pool import _overran
+
+    class EndsWhenRead:
+        def __init__(self, started):
+            self.reads = [started, 0.0]
+
+        @property
+        def value(self):
+            return self.reads.pop(0) if len(self.reads) > 1 else self.reads[0]
+
+    assert not _overran(EndsWhenRead(time.monotonic()), hard=65.0)
+    assert _overran(EndsWhenRead(time.monotonic() - 100), hard=65.0)  # a real overrun still counts
+    assert not _overran(EndsWhenRead(0.0), hard=65.0)  # no call running
+
+
+def test_pool_and_one_process_agree_run_after_run(tmp_path):
+    # Fast detectors flip the cell millions of times: a racy overrun check killed a healthy
+    # worker in some of these runs (seen as a whole task failing "ran over 65 s").
+    base = ["run", "--suite", "quick", "--detectors", "exact,step_budget,planner", "--mode", "closed", "--no-progress"]
+    outs = []
+    for i, workers in enumerate(["1", "2", "2", "2"]):
+        out = tmp_path / f"r{i}"
+        assert invoke(*base, "--workers", workers, "--out", out).exit_code == 0
+        outs.append((out / "closed.csv").read_bytes())
+    assert all(o == outs[0] for o in outs) and b"detector_error" not in outs[0]
+
+
 def test_a_worker_that_dies_fails_its_task_only(tmp_path, monkeypatch):
     (tmp_path / "dies.py").write_text(
         "import os\nfrom detectors.exact import ExactDetector\n\n"

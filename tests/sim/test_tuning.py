@@ -35,7 +35,7 @@ def profiles():
 
 
 def rerun_row(spec, episodes, profiles):
-    res = run_specs([spec], episodes, workers=1)[spec.label]
+    res = run_specs([spec], episodes, engine=1)[spec.label]
     units = {ep.id: scoring_units(ep) for ep in episodes}
     return metrics_row(verdict_outcomes(units, call_scores(res, episodes), res.errors), profiles)
 
@@ -79,7 +79,7 @@ def test_cli_same_param_twice_is_exit_2(tmp_path):
                                                ("normalized", "threshold", [1, 2, 3, 5])])
 def test_threshold_sweep_in_one_pass_equals_rerunning_each_value(episodes, profiles, name, param, values):
     spec = DetectorSpec(name, name, {})
-    res = run_sweep(spec, [parse_param(f"{param}={','.join(map(str, values))}")], episodes, profiles, workers=1)
+    res = run_sweep(spec, [parse_param(f"{param}={','.join(map(str, values))}")], episodes, profiles, engine=1)
     assert res.mode == "stored-scores" and res.runs == 1
     for row in res.rows:
         again = rerun_row(DetectorSpec(name, name, {param: row[param]}), episodes, profiles)
@@ -92,7 +92,7 @@ def test_threshold_sweep_in_one_pass_equals_rerunning_each_value(episodes, profi
 def test_grid_sweep_is_hybrid_and_matches_reruns(episodes, profiles):
     spec = DetectorSpec("normalized", "normalized", {})
     grids = [parse_param("threshold=2,4"), parse_param("tool_overrides.http_get.exempt=true,false")]
-    res = run_sweep(spec, grids, episodes, profiles, workers=2)
+    res = run_sweep(spec, grids, episodes, profiles, engine=2)
     assert res.mode == "hybrid" and res.runs == 3  # two cells of the other parameter, plus the default (unset)
     assert len(res.rows) == 5 and sum(r["default"] for r in res.rows) == 1
     for row in res.rows:
@@ -105,7 +105,7 @@ def test_grid_sweep_is_hybrid_and_matches_reruns(episodes, profiles):
 
 def test_non_threshold_sweep_is_resimulated(episodes, profiles):
     spec = DetectorSpec("exact", "exact", {})
-    res = run_sweep(spec, [parse_param("tool_overrides.http_get.max_repeats=1,3")], episodes, profiles, workers=1)
+    res = run_sweep(spec, [parse_param("tool_overrides.http_get.max_repeats=1,3")], episodes, profiles, engine=1)
     assert res.mode == "re-simulated" and res.runs == 3
     exempt = rerun_row(DetectorSpec("e", "exact", {"tool_overrides": {"http_get": {"max_repeats": 3}}}), episodes, profiles)
     row = next(r for r in res.rows if r["tool_overrides.http_get.max_repeats"] == 3)
@@ -132,8 +132,8 @@ def test_cli_grid_sweep_writes_csv_and_png(tmp_path):
 # -- tuning -------------------------------------------------------------------------------------
 def test_fast_evaluation_equals_rerunning(episodes):
     spec = DetectorSpec("exact", "exact", {})
-    fast = Evaluator(spec, episodes, ("max_repeats", "exempt"), workers=1)
-    slow = Evaluator(spec, episodes, (), workers=1)
+    fast = Evaluator(spec, episodes, ("max_repeats", "exempt"), engine=1)
+    slow = Evaluator(spec, episodes, (), engine=1)
     settings = [{}, {"http_get": {"max_repeats": 3}}, {"check_status": {"exempt": True}, "read_file": {"max_repeats": 2}}]
     a, b = fast.evaluate(settings), slow.evaluate(settings)
     assert fast.open_runs == 1 and slow.open_runs == 3
@@ -196,7 +196,7 @@ def test_tune_keep_misses_never_adds_a_miss(episodes):
     from sim.tuning import tune
 
     spec = DetectorSpec("exact", "exact", {})
-    res = tune(spec, episodes, 0.0, keep_misses=True, workers=1)
+    res = tune(spec, episodes, 0.0, keep_misses=True, engine=1)
     base, tuned = res.base_eval.misses_by_family(), res.tuned_eval.misses_by_family()
     assert all(n <= base.get(f, 0) for f, n in tuned.items())
     assert res.tuned_eval.far < res.base_eval.far
