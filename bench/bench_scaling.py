@@ -11,11 +11,14 @@
    (``--episodes 40/160/640``), default workers, with a least-squares line of wall time
    against episodes (slope, intercept, R²) and seconds per 1,000 episodes at each size.
 
+4. With ``--ray``: the default suite on ``--engine ray`` (a private local Ray instance),
+   wall time against the local pool, and whether the results are byte-identical.
+
 Fast detectors only, so it finishes in a few minutes: ``exact,normalized,cline,no_progress``
 (override with ``--detectors``). Each run is a fresh ``loopbench`` process, timed from
 outside, so generation, the pool and writing the run folder all count.
 
-Run: python bench/bench_scaling.py [--detectors ...] [--multiples 1,4,16]
+Run: python bench/bench_scaling.py [--detectors ...] [--multiples 1,4,16] [--ray]
 """
 from __future__ import annotations
 
@@ -58,6 +61,7 @@ def main(argv=None) -> None:
     ap.add_argument("--detectors", default=FAST)
     ap.add_argument("--multiples", default="1,4,16")
     ap.add_argument("--base-episodes", type=int, default=40, help="the default suite's episodes per family")
+    ap.add_argument("--ray", action="store_true", help="also time --engine ray on a local Ray instance")
     args = ap.parse_args(argv)
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; cpus: {os.cpu_count()}; "
           f"detectors: {args.detectors}")
@@ -106,6 +110,16 @@ def main(argv=None) -> None:
         slope, icpt, r2 = fit(xs, ys)
         print(f"   linear fit: wall = {slope * 1000:.2f} s per 1,000 episodes x episodes + {icpt:.1f} s; R2 = {r2:.4f} "
               f"({'linear' if r2 >= 0.99 else 'NOT linear'}: target R2 >= 0.99)")
+
+        if args.ray:
+            # A private local Ray instance on this machine: what the sharding costs, and that the
+            # results do not depend on the engine. A cluster is the point of Ray; this is its floor.
+            ray_wall, _, _ = loopbench(tmp / "ray", *common, "--engine", "ray", "--ray-address", "local")
+            same = {f: (tmp / "ray" / f).read_bytes() == (tmp / "w1" / f).read_bytes() for f in FILES}
+            print(f"\n4. --engine ray (local instance, {os.cpu_count()} CPUs, default suite): wall {ray_wall:.1f} s "
+                  f"vs {pool_wall:.1f} s local pool (Ray start-up included)")
+            print(f"   results identical to --workers 1: {'yes' if all(same.values()) else 'NO'} "
+                  f"({', '.join(f + ('=' if v else '!=') for f, v in same.items())})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
