@@ -73,24 +73,35 @@ class CallScores:
         return np.concatenate([s for _, s, _ in self.by_episode.values()]) if self.by_episode else np.zeros(0)
 
 
-def _alarms(detector: Detector, scores: np.ndarray, tools: list[str], value: float, memo: dict) -> np.ndarray:
-    thr = np.empty(len(tools))
-    for i, t in enumerate(tools):
-        key = (t, value)
-        if key not in memo:
-            memo[key] = float(detector.threshold_for(t, value))
-        thr[i] = memo[key]
-    return scores >= thr
+class _Thresholds:
+    """``threshold_for(tool, value)`` for every tool and value, asked once per pair, as a
+    (values x tools) matrix; an episode's calls index it by tool column."""
+
+    def __init__(self, detector: Detector, values: Sequence[float]) -> None:
+        self.detector, self.values = detector, list(values)
+        self.columns: dict[str, int] = {}
+        self.matrix = np.empty((len(self.values), 0))
+
+    def alarms(self, scores: np.ndarray, tools: list[str]) -> np.ndarray:
+        """(values x calls): whether each call alarms at each value."""
+        new = [t for t in dict.fromkeys(tools) if t not in self.columns]
+        if new:
+            for t in new:
+                self.columns[t] = len(self.columns)
+            added = np.array([[float(self.detector.threshold_for(t, v)) for t in new] for v in self.values])
+            self.matrix = np.hstack([self.matrix, added.reshape(len(self.values), len(new))])
+        cols = np.fromiter((self.columns[t] for t in tools), dtype=np.intp, count=len(tools))
+        return scores[None, :] >= self.matrix[:, cols]
 
 
 def check_contract(detector: Detector, calls: CallScores, value: float) -> tuple[int, int]:
     """(calls whose stored verdict disagrees with ``score >= threshold_for(tool, value)``, calls)."""
-    memo: dict = {}
+    thresholds = _Thresholds(detector, [value])
     bad = total = 0
     for e, (nodes, scores, tools) in calls.by_episode.items():
         if e not in calls.verdict_alarm:
             continue
-        bad += int(np.sum(_alarms(detector, scores, tools, value, memo) != calls.verdict_alarm[e]))
+        bad += int(np.sum(thresholds.alarms(scores, tools)[0] != calls.verdict_alarm[e]))
         total += len(nodes)
     return bad, total
 
@@ -133,7 +144,7 @@ def sweep(episodes: Sequence[Episode] | Mapping[str, ScoringUnits], calls, detec
     units = episodes if isinstance(episodes, Mapping) else {ep.id: scoring_units(ep) for ep in episodes}
     cs = calls if isinstance(calls, CallScores) else CallScores.from_rows(calls)
     errors = errors or {}
-    memo: dict = {}
+    thresholds = _Thresholds(detector, values)
     out: list[list[Outcome]] = [[] for _ in values]
     for eid, u in units.items():
         if eid in errors or eid not in cs.by_episode:
@@ -144,8 +155,7 @@ def sweep(episodes: Sequence[Episode] | Mapping[str, ScoringUnits], calls, detec
             continue
         nodes, scores, tools = cs.by_episode[eid]
         seen: dict[bytes, list[Outcome]] = {}  # values that give the same alarms give the same outcomes
-        for lst, v in zip(out, values):
-            alarm = _alarms(detector, scores, tools, v, memo)
+        for lst, alarm in zip(out, thresholds.alarms(scores, tools)):
             key = alarm.tobytes()
             if key not in seen:
                 seen[key] = u.outcomes(dict(zip(nodes, alarm.tolist())), delta)
