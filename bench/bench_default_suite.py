@@ -7,8 +7,8 @@
 
 Each run is a fresh process timed from outside (imports, generation, the pool, the
 report all count). The load average is printed before and after each run, since other
-work on the machine slows it. The script also says whether ``metrics.csv`` is
-byte-identical between the two runs, and lists the costliest (detector, mode) tasks
+work on the machine slows it. The script also says whether ``metrics.csv``,
+``closed_metrics.csv`` and ``closed.csv`` are byte-identical between the two runs, and lists the costliest (detector, mode) tasks
 of the warm run from its ``timings.csv``.
 
 ``--warm-only`` skips the cold run and times a run against the default cache
@@ -70,8 +70,10 @@ def main(argv=None) -> None:
             cache = str(tmp / "cache")
             cold = timed("cold", tmp / "cold", cache, args.workers)
             warm = timed("warm", tmp / "warm", cache, args.workers)
-            same = (tmp / "cold" / "metrics.csv").read_bytes() == (tmp / "warm" / "metrics.csv").read_bytes()
-            print(f"cold/warm ratio x{cold / warm:.1f}; metrics.csv identical cold vs warm: {'yes' if same else 'NO'}")
+            same = {f: (tmp / "cold" / f).read_bytes() == (tmp / "warm" / f).read_bytes()
+                    for f in ("metrics.csv", "closed_metrics.csv", "closed.csv")}
+            print(f"cold/warm ratio x{cold / warm:.1f}; identical cold vs warm: "
+                  + ", ".join(f"{f} {'yes' if v else 'NO'}" for f, v in same.items()))
         print(f"warm target < {TARGET_S:.0f} s: {'met' if warm < TARGET_S else 'NOT met'} ({warm:.1f} s)")
         with open(tmp / "warm" / "timings.csv", newline="") as fh:
             rows = sorted(csv.DictReader(fh), key=lambda r: -float(r["total_s"]))

@@ -24,6 +24,8 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import xxhash
 
+from .protocol import setup_work
+
 #: Environment variable naming a directory for the on-disk embedding cache.
 CACHE_ENV = "LOOPBENCH_EMBED_CACHE"
 #: Environment variable for the number of torch threads (default: min(2, CPUs)).
@@ -65,7 +67,7 @@ def load_model(path: str | Path):
     model = _MODELS.get(key)
     if model is not None:
         return model
-    with _MODEL_LOCK:
+    with _MODEL_LOCK, setup_work():  # a check that loads the model is not a slow check
         model = _MODELS.get(key)
         if model is None:
             t0 = time.perf_counter()

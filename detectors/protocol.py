@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 import inspect
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Iterator, Mapping
 
 
 class Verdict(str, enum.Enum):
@@ -190,3 +191,35 @@ def tool_param(tool_overrides: Mapping[str, Mapping[str, Any]] | None, tool: str
 def tool_exempt(tool_overrides: Mapping[str, Mapping[str, Any]] | None, tool: str) -> bool:
     """True when ``tool`` is exempt (``{"check_status": {"exempt": true}}``): never flagged."""
     return bool(tool_param(tool_overrides, tool, "exempt", False))
+
+
+#: (pause, resume) callbacks of whoever times detector calls (``sim.watchdog``).
+_SETUP_HOOKS: list[tuple[Any, Any]] = []
+
+
+def watch_setup(pause: Any, resume: Any) -> tuple[Any, Any]:
+    """Have ``pause()`` and ``resume()`` called around every :func:`setup_work`; returns a
+    handle for :func:`unwatch_setup`."""
+    handle = (pause, resume)
+    _SETUP_HOOKS.append(handle)
+    return handle
+
+
+def unwatch_setup(handle: tuple[Any, Any]) -> None:
+    if handle in _SETUP_HOOKS:
+        _SETUP_HOOKS.remove(handle)
+
+
+@contextmanager
+def setup_work() -> Iterator[None]:
+    """Mark work inside a detector call that is one-time set-up, not checking — loading a
+    model on the first call that needs it. A harness's per-check time limit pauses for it
+    and gives the call a fresh limit afterwards, so a cold model is not a hung detector.
+    """
+    for pause, _ in _SETUP_HOOKS:
+        pause()
+    try:
+        yield
+    finally:
+        for _, resume in _SETUP_HOOKS:
+            resume()

@@ -14,6 +14,10 @@ Two layers, because no single one catches every hang:
    kills that worker; its task is reported as failed and the run goes on. In-process runs
    (``--workers 1``) have only the first layer.
 
+One-time set-up inside a call (a detector loading its model on the first text it must
+encode, marked with ``detectors.protocol.setup_work``) pauses both layers; the call then
+gets a fresh limit.
+
 Signals are only available in a process's main thread; elsewhere the watchdog only keeps
 the start times (the pool's layer still works).
 """
@@ -25,6 +29,8 @@ import signal
 import threading
 import time
 from typing import Any
+
+from detectors.protocol import unwatch_setup, watch_setup
 
 #: The ``--check-timeout`` default, in seconds: generous for a detector that calls a model.
 DEFAULT_CHECK_TIMEOUT = 5.0
@@ -64,6 +70,8 @@ class Watchdog:
         self._next = 0.0
         self._prev: Any = None
         self._armed = False
+        self._paused = 0.0
+        self._hooks: tuple[Any, Any] | None = None
 
     def begin(self) -> None:
         now = time.monotonic()
@@ -74,7 +82,18 @@ class Watchdog:
     def end(self) -> None:
         self.cell.value = 0.0
 
+    def _pause(self) -> None:
+        # Set-up work (``detectors.protocol.setup_work``): no call is timed while it runs,
+        # for the alarm and for the pool's hard limit alike.
+        self._paused = self.cell.value
+        self.cell.value = 0.0
+
+    def _resume(self) -> None:
+        if self._paused:
+            self.begin()  # the call goes on with a fresh limit
+
     def __enter__(self) -> "Watchdog":
+        self._hooks = watch_setup(self._pause, self._resume)
         if self.limit is not None and threading.current_thread() is threading.main_thread():
             self._prev = signal.signal(signal.SIGALRM, self._on_alarm)
             tick = min(0.25, self.limit / 4)
@@ -84,6 +103,9 @@ class Watchdog:
 
     def __exit__(self, *exc: Any) -> None:
         self.end()
+        if self._hooks is not None:
+            unwatch_setup(self._hooks)
+            self._hooks = None
         if self._armed:
             signal.setitimer(signal.ITIMER_REAL, 0, 0)
             signal.signal(signal.SIGALRM, self._prev if self._prev is not None else signal.SIG_DFL)

@@ -360,6 +360,43 @@ def test_check_timeout_zero_disables_the_alarm(tmp_path):
         assert run_open("s", Slowish(), [ep], watch=w).errors == {"e": "a detector call took longer than 0.02 s (--check-timeout)"}
 
 
+def test_set_up_inside_a_call_does_not_count_against_the_limit():
+    # A model loaded on the first text a check must encode (a cold cache in the closed
+    # loop) is set-up, not a slow check: it once failed a cold run's episode at 5 s.
+    from detectors.exact import ExactDetector
+    from detectors.protocol import setup_work
+    from sim.runner import run_open
+    from sim.tree import linear_episode
+    from sim.watchdog import Watchdog
+
+    cells = []
+
+    class LoadsOnFirstCheck(ExactDetector):
+        loaded = False
+
+        def check(self, state, call):
+            if not self.loaded:
+                with setup_work():
+                    cells.append(watch.cell.value)  # no call is being timed meanwhile
+                    time.sleep(0.6)
+                self.loaded = True
+            return super().check(state, call)
+
+    ep = linear_episode("e", [("t", {"a": 1}, "r"), ("t", {"a": 2}, "r")])
+    with Watchdog(0.2) as watch:
+        assert run_open("s", LoadsOnFirstCheck(), [ep], watch=watch).errors == {}
+    assert cells == [0.0]
+
+    class SlowOnFirstCheck(ExactDetector):  # the same wait, not marked as set-up
+        def check(self, state, call):
+            time.sleep(0.6)
+            return super().check(state, call)
+
+    with Watchdog(0.2) as watch:
+        assert run_open("s", SlowOnFirstCheck(), [ep], watch=watch).errors == {
+            "e": "a detector call took longer than 0.2 s (--check-timeout)"}
+
+
 # -- interrupted runs ------------------------------------------------------------------------------
 RUN = ["run", "--suite", "quick", "--detectors", "exact,normalized,slow=fault_guards:Slow", "--no-progress"]
 
