@@ -39,6 +39,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from .callmemo import CallMemo
 from .embedding_model import Embedder, shared_embedder
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
 from .signature import canonical_json, stable_hash
@@ -259,7 +260,8 @@ class EmbeddingDetector(Detector):
         self.model_calls = 0
         self.cache_hits = 0
         self.cache_lookups = 0
-        self._memo: tuple[ToolCall | None, _Prepared | None, np.ndarray | None] = (None, None, None)
+        # check() and record() see the same call object back to back: prepare and look it up once.
+        self._prepared = CallMemo(self._prepare_and_look_up)
         self._keys: tuple[Any, frozenset[str]] = (None, frozenset())
 
     # -- parameters ----------------------------------------------------------------------
@@ -306,15 +308,9 @@ class EmbeddingDetector(Detector):
         texts, skeleton = split_free_text(call.args, self._free_keys(), self.free_text_min_words)
         return _Prepared("\n".join(texts) if texts else None, stable_hash([tool_part, skeleton]), label)
 
-    def _prepared(self, call: ToolCall) -> tuple[_Prepared, np.ndarray | None]:
-        # check() and record() see the same call object back to back: prepare and look it up once.
-        memo_call, prep, vec = self._memo
-        if memo_call is call and prep is not None:
-            return prep, vec
+    def _prepare_and_look_up(self, call: ToolCall) -> tuple[_Prepared, np.ndarray | None]:
         prep = self._prepare_uncached(call)
-        vec = None if prep.text is None else self._lookup([prep.text])[0]
-        self._memo = (call, prep, vec)
-        return prep, vec
+        return prep, (None if prep.text is None else self._lookup([prep.text])[0])
 
     def _lookup(self, texts: list[str]) -> np.ndarray:
         emb = self._embedder()

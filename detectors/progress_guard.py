@@ -49,6 +49,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import xxhash
 
+from .callmemo import CallMemo
 from .pathmap import PathCounts
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, tool_param
 from .signature import args_text, canonical_json
@@ -285,7 +286,7 @@ class ProgressGuard(Detector):
         self.tool_overrides = tool_overrides
         self.embedder = embedder
         self._modes: dict[str, str] = {}
-        self._memo: tuple[ToolCall | None, _Prepared | None] = (None, None)
+        self._prepare = CallMemo(self._prepare_uncached)  # once per call, for check() and record()
         self.semantic_checks = 0  # how often the semantic layer was consulted
         self.model_calls = 0
         self.cache_hits = 0
@@ -320,10 +321,7 @@ class ProgressGuard(Detector):
         return tool_param(self.tool_overrides, tool, name, getattr(self, name))
 
     # -- what a call is -----------------------------------------------------------------
-    def _prepare(self, call: ToolCall) -> _Prepared:
-        memo_call, memo = self._memo
-        if memo_call is call and memo is not None:
-            return memo
+    def _prepare_uncached(self, call: ToolCall) -> _Prepared:
         args = call.args if isinstance(call.args, dict) or isinstance(call.args, Mapping) else {"_": call.args}
         normal = _normalise(args)
         key = (call.tool, _h(canonical_json(normal)))
@@ -335,9 +333,7 @@ class ProgressGuard(Detector):
                 free.append(_norm_text(v[:2000]))
             else:
                 skeleton[str(k)] = v
-        prepared = _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))))
-        self._memo = (call, prepared)
-        return prepared
+        return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))))
 
     # -- the protocol -------------------------------------------------------------------
     def start(self) -> GuardState:

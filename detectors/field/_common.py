@@ -1,37 +1,16 @@
-"""Pieces the field baselines share: a per-call memo, observation keys, consecutive runs.
+"""Pieces the field baselines share: observation keys, consecutive runs.
 
 Each peer decides for itself what makes two calls equal; these helpers only make sure
-that the shared mechanics (hash once per call, key an observation, count a run of
-identical calls) live in one place.
+that the shared mechanics (key an observation, count a run of identical calls) live in
+one place. Hashing once per call is ``detectors.callmemo.CallMemo``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Hashable
 
-from ..protocol import Message, Observation, ToolCall
+from ..protocol import Message, Observation
 from ..signature import canonical_json, stable_hash
-
-
-class CallMemo:
-    """Remember ``fn(call)`` for the last call seen.
-
-    ``check`` and ``record`` are handed the same call object back to back, so the
-    signature is computed once per call (the trick of ``detectors/exact.py``).
-    """
-
-    __slots__ = ("fn", "_call", "_value")
-
-    def __init__(self, fn: Callable[[ToolCall], Any]):
-        self.fn = fn
-        self._call: ToolCall | None = None
-        self._value: Any = None
-
-    def __call__(self, call: ToolCall) -> Any:
-        if call is not self._call:
-            self._value = self.fn(call)
-            self._call = call
-        return self._value
 
 
 def observation_key(observation: Observation) -> int:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Hashable, NamedTuple
 
+from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
 from ..signature import exact_signature
-from ._common import CallMemo, observation_key, observation_text
+from ._common import observation_key, observation_text
 
 
 class Action(NamedTuple):

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
 from ..signature import exact_signature
-from ._common import EMPTY_RUN, CallMemo, Run
+from ._common import EMPTY_RUN, Run
 
 
 def soft_text(tool: str, count: int) -> str:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
 from ..signature import exact_signature
-from ._common import CallMemo
 
 #: The observation CrewAI returns instead of running the tool, word for word.
 REUSE_TEXT = "I tried reusing the same input, I must stop using this action input. I'll try something else instead."

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
 from ..signature import ordered_signature
-from ._common import CallMemo, is_user_turn
+from ._common import is_user_turn
 
 
 @dataclass(frozen=True, slots=True)

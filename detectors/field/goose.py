@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
 from ..signature import exact_signature
-from ._common import EMPTY_RUN, CallMemo, Run, observation_text
+from ._common import EMPTY_RUN, Run, observation_text
 
 
 @dataclass(frozen=True, slots=True)

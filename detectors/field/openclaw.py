@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Hashable, NamedTuple, Sequence
 
+from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
 from ..signature import exact_signature
-from ._common import CallMemo, observation_key
+from ._common import observation_key
 
 
 class CallRecord(NamedTuple):

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
 from ..signature import exact_signature
-from ._common import EMPTY_RUN, CallMemo, Run
+from ._common import EMPTY_RUN, Run
 
 
 def model_text(tool: str) -> str:
