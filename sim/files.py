@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +39,9 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
 
 def fmt(value: Any) -> Any:
     """Deterministic cell text: floats rounded to 6 places, None as empty."""
+    t = type(value)
+    if t is str or t is int:  # most cells of the big files: ids, names, indices
+        return value
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -45,7 +49,7 @@ def fmt(value: Any) -> Any:
     if isinstance(value, float):
         if value != value:
             return "nan"
-        if value in (float("inf"), float("-inf")):
+        if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         text = f"{value:.6f}".rstrip("0").rstrip(".")
         return "0" if text in ("-0", "") else text

@@ -344,16 +344,45 @@ PLOTS: list[tuple[str, str, str, Callable]] = [
 ]
 
 
-def write_plots(an, plot_dir: Path, log: Callable[[str], None] = lambda s: None) -> list[tuple[str, str, str, Path]]:
-    """Draw every plot into ``plot_dir``; a plot that fails is reported and skipped."""
+_ANALYSIS = None  # what forked plot workers draw from (set before they fork)
+
+
+def _draw(index: int, plot_dir: str) -> tuple[str | None, str | None]:
+    name, _, _, fn = PLOTS[index]
+    try:
+        p = fn(_ANALYSIS, Path(plot_dir) / name)
+    except Exception as exc:  # noqa: BLE001 — one broken plot must not lose the others
+        plt.close("all")
+        return None, f"plot {name} failed: {type(exc).__name__}: {exc}"
+    return (str(p) if p is not None else None), None
+
+
+def write_plots(an, plot_dir: Path, log: Callable[[str], None] = lambda s: None,
+                workers: int = 0) -> list[tuple[str, str, str, Path]]:
+    """Draw every plot into ``plot_dir``; a plot that fails is reported and skipped.
+
+    The plots are independent and drawing them is most of a report's time, so they are
+    spread over forked processes (``workers``: 0 = one per core, 1 = in this process).
+    """
+    global _ANALYSIS
+    from .pool import default_workers
+
+    n = min(workers or default_workers(), len(PLOTS))
+    _ANALYSIS = an
+    try:
+        import multiprocessing as mp
+
+        if n <= 1 or mp.current_process().daemon:  # a daemonic process may not have children
+            drawn = [_draw(i, str(plot_dir)) for i in range(len(PLOTS))]
+        else:
+            with mp.get_context("fork").Pool(n) as pool:
+                drawn = pool.starmap(_draw, [(i, str(plot_dir)) for i in range(len(PLOTS))], chunksize=1)
+    finally:
+        _ANALYSIS = None
     done = []
-    for name, heading, caption, fn in PLOTS:
-        try:
-            p = fn(an, Path(plot_dir) / name)
-        except Exception as exc:  # noqa: BLE001 — one broken plot must not lose the others
-            plt.close("all")
-            log(f"plot {name} failed: {type(exc).__name__}: {exc}")
-            continue
-        if p is not None:
-            done.append((name, heading, caption, p))
+    for (name, heading, caption, _), (path, error) in zip(PLOTS, drawn):
+        if error is not None:
+            log(error)
+        elif path is not None:
+            done.append((name, heading, caption, Path(path)))
     return done

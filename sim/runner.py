@@ -13,10 +13,10 @@ import statistics
 import sys
 import time
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from detectors.protocol import Detector
 from detectors.registry import make_detector
@@ -27,7 +27,8 @@ from .engines import Engine
 from .files import write_csv, write_json
 from .harness import ClosedLoopStats, generate, simulate
 from .openloop import CallScore, DetectorFailure, describe, score_episode
-from .scoring import DELTA, Outcome, advisory_rate, alarms_from, composite, episode_outcomes, load_profiles, summarize
+from .scoring import (DELTA, Outcome, ScoringUnits, advisory_rate, alarms_from, composite, load_profiles, scoring_units,
+                      summarize)
 from .trace import write_trace
 from .tree import Episode
 from .watchdog import DEFAULT_CHECK_TIMEOUT, CheckTimeout, Watchdog
@@ -39,6 +40,7 @@ METRIC_COLUMNS = ["detector", "family", "episodes", "tn", "fp", "early", "tp", "
                   "false_alarm_rate", "miss_rate", "early_rate", "recall", "precision", "f1", "median_delay",
                   "mean_delay", "alarms_per_1k", "score_standard", "score_low_FP", "score_low_FN"]
 TIMING_COLUMNS = ["detector", "mode", "checks", "p50_us", "p95_us", "mean_us", "total_s", "model_calls", "cache_hit_rate"]
+_OUTCOME_FIELDS = tuple(f.name for f in fields(Outcome))
 CLOSED_COLUMNS = ["detector", "episode", "family", "ended", "success", "executed", "wasted_calls", "wasted_spend",
                   "spend", "nudge", "prune", "escalate", "stop", "false_interventions", "error"]
 CLOSED_METRIC_COLUMNS = ["detector", "family", "episodes", "success_rate", "wasted_calls", "wasted_spend", "spend",
@@ -173,17 +175,27 @@ def _pct(values: list[int], q: float) -> float | None:
 
 
 def metric_rows(label: str, episodes: Sequence[Episode], res: OpenResult, delta: int,
-                profiles: dict[str, dict[str, float]]) -> tuple[list[dict], list[dict]]:
+                profiles: dict[str, dict[str, float]],
+                units: Mapping[str, ScoringUnits] | None = None) -> tuple[list[dict], list[dict]]:
+    """Metric rows (per family and ``all``) and outcome rows of one detector's open-loop result.
+
+    ``units``: the episodes' scoring units by id, when the caller scores several detectors
+    over the same episodes and builds them once.
+    """
     by_family: dict[str, list[Outcome]] = defaultdict(list)
     outcome_rows = []
     for ep in episodes:
+        u = units[ep.id] if units is not None else scoring_units(ep)
         if ep.id in res.errors:
-            outs = episode_outcomes(ep, {}, delta, error=res.errors[ep.id])
+            outs = u.outcomes({}, delta, error=res.errors[ep.id])
         else:
-            outs = episode_outcomes(ep, alarms_from(res.scores[ep.id]), delta)
+            outs = u.outcomes(alarms_from(res.scores[ep.id]), delta)
         for o in outs:
             by_family[o.family].append(o)
-            outcome_rows.append({"detector": label, **asdict(o)})
+            row = {"detector": label}
+            for f in _OUTCOME_FIELDS:  # dataclasses.asdict deep-copies: a noticeable share of a run
+                row[f] = getattr(o, f)
+            outcome_rows.append(row)
     rows = []
     fam_eps: dict[str, list[Episode]] = defaultdict(list)
     for ep in episodes:
@@ -243,9 +255,10 @@ def _versions() -> dict[str, str]:
 
 
 def open_rows(label: str, res: OpenResult, episodes: Sequence[Episode], delta: int,
-              profiles: dict[str, dict[str, float]], nodes: dict | None = None):
+              profiles: dict[str, dict[str, float]], nodes: dict | None = None,
+              units: Mapping[str, ScoringUnits] | None = None):
     """Metrics, outcome and per-call rows of one detector's open-loop result."""
-    metrics, outcomes = metric_rows(label, episodes, res, delta, profiles)
+    metrics, outcomes = metric_rows(label, episodes, res, delta, profiles, units)
     nodes = nodes if nodes is not None else {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
     fam_of = {ep.id: ep.family for ep in episodes}
     calls = []
@@ -268,11 +281,12 @@ def evaluate_open(built: Sequence[tuple[str, Detector]], episodes: Sequence[Epis
     metrics, outcomes, calls, timings = [], [], [], []
     errors: dict[str, int] = {}
     nodes = {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
+    units = {ep.id: scoring_units(ep) for ep in episodes}
     bar = _bar(len(episodes) * len(built), "open loop", progress)
     for label, det in built:
         with Watchdog(check_timeout) as watch:
             res = run_open(label, det, episodes, bar, watch)
-        m, o, c = open_rows(label, res, episodes, delta, profiles, nodes)
+        m, o, c = open_rows(label, res, episodes, delta, profiles, nodes, units)
         metrics += m
         outcomes += o
         calls += c
@@ -297,7 +311,9 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params)
     episodes = generate_episodes(scenarios, config.progress)
     write_trace(out / "trace.jsonl", episodes)
-    log(f"generated {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls")
+    phases = {"generate": time.perf_counter() - t_start}
+    log(f"generated {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls "
+        f"({phases['generate']:.1f} s)")
     built = [(d.label, d.build()) for d in config.detectors]  # fails fast on a bad detector
     kinds = [k for k in ("open", "closed") if config.mode in (k, "both")]
     tasks = [(k, d) for k in kinds for d in config.detectors]
@@ -307,13 +323,16 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     results.update(config.engine.run([t for t in tasks if (t[0], t[1].label) not in results], episodes, scenarios,
                                      progress=config.progress, check_timeout=config.check_timeout,
                                      on_result=parts.save))
+    phases["detectors"] = time.perf_counter() - t_start - phases["generate"]
+    log(f"ran {len(tasks)} detector tasks on the {config.engine.name} engine ({phases['detectors']:.1f} s)")
     metrics, outcomes, calls, timings, errors = [], [], [], [], {}
     closed_m, closed_e = [], []
     nodes = {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
+    units = {ep.id: scoring_units(ep) for ep in episodes}
     for d in config.detectors:
         if "open" in kinds:
             res, timing = results[("open", d.label)]
-            m, o, c = open_rows(d.label, res, episodes, config.delta, profiles, nodes)
+            m, o, c = open_rows(d.label, res, episodes, config.delta, profiles, nodes, units)
             metrics += m
             outcomes += o
             calls += c
@@ -327,6 +346,7 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
             closed_e += e
             timings.append(timing)
     wall = time.perf_counter() - t_start
+    phases["assemble"] = wall - phases["generate"] - phases["detectors"]
     write_csv(out / "metrics.csv", metrics, METRIC_COLUMNS)
     write_csv(out / "episodes.csv", outcomes, EPISODE_COLUMNS)
     write_csv(out / "calls.csv", calls, CALL_COLUMNS)
@@ -349,14 +369,18 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
         "detector_errors": errors,
         "engine": config.engine.name,
         "wall_seconds": round(wall, 3),
+        "phase_seconds": {k: round(v, 3) for k, v in phases.items()},
     }
     write_json(out / "manifest.json", manifest)
     from .report import write_scoreboard
 
     write_scoreboard(out)
     parts.finish()
+    log(f"wrote the run folder ({time.perf_counter() - t_start - phases['generate'] - phases['detectors']:.1f} s)")
     if config.report:
+        t_report = time.perf_counter()
         _write_report(out, log)
+        log(f"report: {time.perf_counter() - t_report:.1f} s")
     return {"out": str(out), "config_hash": manifest["config_hash"], "episodes": len(episodes),
             "wall_seconds": manifest["wall_seconds"], "metrics": [r for r in metrics if r["family"] == "all"],
             "closed": [r for r in closed_m if r["family"] == "all"], "detector_errors": errors}

@@ -57,11 +57,12 @@ class Episode:
     def __post_init__(self) -> None:
         self._index: dict[str, Node] | None = None
         self._children: dict[str | None, list[str]] | None = None
+        self._tools: list[ToolNode] | None = None
 
     # -- structure ---------------------------------------------------------------------
     def add(self, node: Node) -> Node:
         self.nodes.append(node)
-        self._index = self._children = None
+        self._index = self._children = self._tools = None
         return node
 
     @property
@@ -80,7 +81,10 @@ class Episode:
         return self._children
 
     def tool_nodes(self) -> list[ToolNode]:
-        return [n for n in self.nodes if isinstance(n, ToolNode)]
+        """The ToolNodes in trace order (kept until the next ``add``; do not mutate it)."""
+        if self._tools is None:
+            self._tools = [n for n in self.nodes if isinstance(n, ToolNode)]
+        return self._tools
 
     def call_index(self) -> dict[str, int]:
         """0-based order of each ToolNode among the episode's tool calls, as in its trace."""
