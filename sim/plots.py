@@ -347,6 +347,16 @@ PLOTS: list[tuple[str, str, str, Callable]] = [
 _ANALYSIS = None  # what forked plot workers draw from (set before they fork)
 
 
+def _plot_worker() -> None:
+    # A forked worker inherits the parent's Python signal handlers (the CLI turns SIGTERM
+    # into an exception for a clean stop); here SIGTERM must just end the process, and
+    # Ctrl-C is the parent's to handle.
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _draw(index: int, plot_dir: str) -> tuple[str | None, str | None]:
     name, _, _, fn = PLOTS[index]
     try:
@@ -375,8 +385,15 @@ def write_plots(an, plot_dir: Path, log: Callable[[str], None] = lambda s: None,
         if n <= 1 or mp.current_process().daemon:  # a daemonic process may not have children
             drawn = [_draw(i, str(plot_dir)) for i in range(len(PLOTS))]
         else:
-            with mp.get_context("fork").Pool(n) as pool:
+            pool = mp.get_context("fork").Pool(n, initializer=_plot_worker)
+            try:
                 drawn = pool.starmap(_draw, [(i, str(plot_dir)) for i in range(len(PLOTS))], chunksize=1)
+                pool.close()  # workers leave on their own; terminate() only on the way out of an error
+            except BaseException:
+                pool.terminate()
+                raise
+            finally:
+                pool.join()
     finally:
         _ANALYSIS = None
     done = []
