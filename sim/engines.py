@@ -155,16 +155,17 @@ def run_tasks_ray(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode],
                   on_result: Callable[[tuple[str, str], Any], None] | None = None) -> dict[tuple[str, str], Any]:
     """The ``ray`` engine: connect (or start a local instance), run every shard, merge.
 
-    If Ray is already initialised in this process, that connection is used and left open;
-    otherwise the engine connects to ``address`` and disconnects at the end. A shard whose
-    worker dies fails only its own episodes, with the reason. Each detector call is under
-    the ``SIGALRM`` limit in the Ray worker; the local pool's kill of an uninterruptible
-    call has no Ray counterpart here.
+    If Ray is already initialised in this process, that connection is used; otherwise the
+    engine connects to ``address`` (or starts a local instance) and stays connected for the
+    rest of the process, so a tuning search that runs many evaluations pays Ray's start-up
+    once (Ray disconnects at exit). A shard whose worker dies fails only its own episodes,
+    with the reason; an interrupt cancels the shards still pending. Each detector call is
+    under the ``SIGALRM`` limit in the Ray worker; the local pool's kill of an
+    uninterruptible call has no Ray counterpart here.
     """
     from detectors.embedding_model import CACHE_ENV
 
     ray = _import_ray()
-    started = False
     if not ray.is_initialized():
         _check_reachable(address or os.environ.get("RAY_ADDRESS"))
         try:
@@ -173,50 +174,56 @@ def run_tasks_ray(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode],
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise EngineError(f"cannot start or reach Ray at {address or os.environ.get('RAY_ADDRESS') or 'a new local instance'}: "
                               f"{_first_line(exc)}") from None
-        started = True
-    try:
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        bounds = plan_shards(len(episodes), len(tasks), cpus, shard_episodes)
-        # Open-loop-only callers (sweeps) pass no scenarios.
-        shards = [(list(episodes[lo:hi]), list(scenarios[lo:hi]) if scenarios else []) for lo, hi in bounds]
-        refs = [ray.put(sh) for sh in shards]
-        env = {CACHE_ENV: os.environ.get(CACHE_ENV)}
-        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_shard)
-        # Closed-loop tasks are the long ones: submit them first so the cluster ends together.
-        order = sorted(tasks, key=lambda t: (t[0] != "closed",))
-        pending: dict[Any, tuple[tuple[str, Any], int]] = {}
-        for task in order:
-            kind, spec = task
-            for i, ref in enumerate(refs):
-                pending[remote.remote(kind, spec, ref, env, check_timeout)] = (task, i)
-        bar = None
-        if progress:
-            from tqdm import tqdm
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    bounds = plan_shards(len(episodes), len(tasks), cpus, shard_episodes)
+    # Open-loop-only callers (sweeps) pass no scenarios.
+    shards = [(list(episodes[lo:hi]), list(scenarios[lo:hi]) if scenarios else []) for lo, hi in bounds]
+    refs = [ray.put(sh) for sh in shards]
+    env = {CACHE_ENV: os.environ.get(CACHE_ENV)}
+    remote = ray.remote(num_cpus=1, max_retries=0)(_ray_shard)
+    # Closed-loop tasks are the long ones: submit them first so the cluster ends together.
+    order = sorted(tasks, key=lambda t: (t[0] != "closed",))
+    pending: dict[Any, tuple[tuple[str, Any], int]] = {}
+    for task in order:
+        kind, spec = task
+        for i, ref in enumerate(refs):
+            pending[remote.remote(kind, spec, ref, env, check_timeout)] = (task, i)
+    bar = None
+    if progress:
+        from tqdm import tqdm
 
-            bar = tqdm(total=len(pending), desc="shards", unit="shard", file=sys.stderr, leave=False, dynamic_ncols=True)
-        parts: dict[tuple[str, str], list[ShardResult | None]] = {(k, s.label): [None] * len(refs) for k, s in tasks}
-        out: dict[tuple[str, str], Any] = {}
-        waiting = list(pending)
-        while waiting:
-            done, waiting = ray.wait(waiting, num_returns=1, timeout=None)
-            for ref in done:
-                (kind, spec), i = pending.pop(ref)
-                try:
-                    part = ray.get(ref)
-                except ray.exceptions.RayError as exc:  # the worker died, or the task could not run
-                    episodes_i, scenarios_i = shards[i]
-                    part = failed_shard(kind, spec.label, episodes_i, scenarios_i, f"ray: {_first_line(exc)}")
-                key = (kind, spec.label)
-                parts[key][i] = part
-                if all(p is not None for p in parts[key]):
-                    out[key] = merge_shards(parts[key])
-                    if on_result is not None:
-                        on_result(key, out[key])
-                if bar:
-                    bar.update()
+        bar = tqdm(total=len(pending), desc="shards", unit="shard", file=sys.stderr, leave=False, dynamic_ncols=True)
+    parts: dict[tuple[str, str], list[ShardResult | None]] = {(k, s.label): [None] * len(refs) for k, s in tasks}
+    out: dict[tuple[str, str], Any] = {}
+    waiting = list(pending)
+    try:
+        _collect(ray, waiting, pending, shards, parts, out, on_result, bar)
+    except BaseException:  # Ctrl-C, SIGTERM: leave no shard running on the cluster
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise
+    finally:
         if bar:
             bar.close()
-        return out
-    finally:
-        if started:
-            ray.shutdown()
+    return out
+
+
+def _collect(ray, waiting, pending, shards, parts, out, on_result, bar) -> None:
+    """Take shards as they finish; merge and report a task when its last shard is in."""
+    while waiting:
+        done, waiting = ray.wait(waiting, num_returns=1, timeout=None)
+        for ref in done:
+            (kind, spec), i = pending.pop(ref)
+            try:
+                part = ray.get(ref)
+            except ray.exceptions.RayError as exc:  # the worker died, or the task could not run
+                episodes_i, scenarios_i = shards[i]
+                part = failed_shard(kind, spec.label, episodes_i, scenarios_i, f"ray: {_first_line(exc)}")
+            key = (kind, spec.label)
+            parts[key][i] = part
+            if all(p is not None for p in parts[key]):
+                out[key] = merge_shards(parts[key])
+                if on_result is not None:
+                    on_result(key, out[key])
+            if bar:
+                bar.update()

@@ -94,6 +94,22 @@ def test_a_crashed_ray_worker_fails_only_its_shards(local_ray):
     assert not exact.errors and list(exact.scores) == [e.id for e in episodes]
 
 
+def test_an_interrupt_cancels_the_pending_shards(local_ray, monkeypatch):
+    suite = load_suite("quick")
+    scenarios = build_scenarios(suite.families[:2], 3, 5, suite.family_params)
+    episodes = generate_episodes(scenarios)
+    tasks = [("open", DetectorSpec(d, d)) for d in ("exact", "normalized", "cline", "no_progress")]
+    cancelled = []
+    monkeypatch.setattr(local_ray, "cancel", lambda ref, force=False: cancelled.append(ref))
+
+    def interrupt(key, value):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Engine("ray", shard_episodes=2).run(tasks, episodes, scenarios, on_result=interrupt)
+    assert cancelled  # the shards not yet collected (12 in all, at most 3 done)
+
+
 def test_sweep_runs_on_ray_with_the_local_results(local_ray, tmp_path):
     base = ["sweep", "--detector", "exact", "--param", "tool_overrides.search.max_repeats=2,3",
             "--suite", "quick", "--episodes", "2", "--no-progress"]
