@@ -78,7 +78,7 @@ def main(argv=None) -> None:
         with open(tmp / "warm" / "timings.csv", newline="") as fh:
             rows = sorted(csv.DictReader(fh), key=lambda r: -float(r["total_s"]))
         total = sum(float(r["total_s"]) for r in rows)
-        print(f"warm run: detector task seconds summed over both workers {total:.1f} s; costliest tasks:")
+        print(f"warm run: detector task seconds summed over all tasks {total:.1f} s; costliest tasks:")
         for r in rows[:6]:
             print(f"  {r['detector']:16s} {r['mode']:6s} {float(r['total_s']):6.2f} s  p50 {r['p50_us']} us  "
                   f"model calls {r['model_calls']}")
