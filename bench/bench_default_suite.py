@@ -8,8 +8,8 @@
 Each run is a fresh process timed from outside (imports, generation, the pool, the
 report all count). The load average is printed before and after each run, since other
 work on the machine slows it. The script also says whether ``metrics.csv``,
-``closed_metrics.csv`` and ``closed.csv`` are byte-identical between the two runs, and lists the costliest (detector, mode) tasks
-of the warm run from its ``timings.csv``.
+``closed_metrics.csv`` and ``closed.csv`` are byte-identical between the two runs, and
+lists the costliest (detector, mode) tasks of the warm run from its ``timings.csv``.
 
 ``--warm-only`` skips the cold run and times a run against the default cache
 (``~/.cache/loopbench/embeddings``), after one untimed run that fills it.

@@ -144,7 +144,8 @@ def _ray_shard(kind: str, spec: Any, shard: tuple[Sequence[Episode], Sequence[Sc
         return failed_shard(kind, spec.label, episodes, scenarios, f"task failed: {describe(exc)}")
 
 
-def _first_line(exc: BaseException) -> str:
+def _last_line(exc: BaseException) -> str:
+    """The line that names the error: Ray's messages end with it, after a traceback."""
     text = str(exc).strip()
     return text.splitlines()[-1] if text else type(exc).__name__
 
@@ -167,13 +168,14 @@ def run_tasks_ray(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode],
 
     ray = _import_ray()
     if not ray.is_initialized():
-        _check_reachable(address or os.environ.get("RAY_ADDRESS"))
+        target = address or os.environ.get("RAY_ADDRESS")  # what ray.init will use
+        _check_reachable(target)
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
                      configure_logging=True)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise EngineError(f"cannot start or reach Ray at {address or os.environ.get('RAY_ADDRESS') or 'a new local instance'}: "
-                              f"{_first_line(exc)}") from None
+            raise EngineError(f"cannot start or reach Ray at {target or 'a new local instance'}: "
+                              f"{_last_line(exc)}") from None
     cpus = int(ray.cluster_resources().get("CPU", 1))
     bounds = plan_shards(len(episodes), len(tasks), cpus, shard_episodes)
     # Open-loop-only callers (sweeps) pass no scenarios.
@@ -218,7 +220,7 @@ def _collect(ray, waiting, pending, shards, parts, out, on_result, bar) -> None:
                 part = ray.get(ref)
             except ray.exceptions.RayError as exc:  # the worker died, or the task could not run
                 episodes_i, scenarios_i = shards[i]
-                part = failed_shard(kind, spec.label, episodes_i, scenarios_i, f"ray: {_first_line(exc)}")
+                part = failed_shard(kind, spec.label, episodes_i, scenarios_i, f"ray: {_last_line(exc)}")
             key = (kind, spec.label)
             parts[key][i] = part
             if all(p is not None for p in parts[key]):

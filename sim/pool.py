@@ -96,7 +96,7 @@ def merge_shards(parts: Sequence[ShardResult]) -> tuple[Any, dict[str, Any]]:
     kind, label = parts[0].kind, parts[0].label
     ns = [n for p in parts for n in p.ns]
     seconds = sum(p.seconds for p in parts)
-    counters = {k: sum(p.counters.get(k, 0) for p in parts) for p in parts for k in p.counters}
+    counters = {k: sum(p.counters.get(k, 0) for p in parts) for k in {k for p in parts for k in p.counters}}
     if len(parts) == 1:
         value = parts[0].value
     elif kind == "open":
