@@ -8,8 +8,8 @@ sweep needs the detector run once (per-call scores) and then only re-scores outc
   episode of the suite (``run_open``) and turn the verdicts into outcomes and metrics
   (``metric_rows``);
 - sweep: exactly what ``loopbench sweep --param THRESHOLD=...`` runs
-  (``sim.tuning.run_sweep``, in one process): one ``run_open``, the contract check, then
-  outcomes at every value from the stored scores (``sim.thresholds.sweep``, the official
+  (``sim.tuning.sweep.run_sweep``, in one process): one ``run_open``, the contract check, then
+  outcomes at every value from the stored scores (``sim.scoring.thresholds.sweep``, the official
   scorer) and a metrics row per value.
 
 Target: sweep time <= 1.5 x single-evaluation time. The script also checks that the
@@ -30,9 +30,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scenarios.suites import load_suite  # noqa: E402
-from sim.runner import DetectorSpec, build_scenarios, generate_episodes, metric_rows, run_open  # noqa: E402
-from sim.scoring import DELTA, load_profiles  # noqa: E402
-from sim.tuning import ParamGrid, run_sweep  # noqa: E402
+from sim.config.spec import DetectorSpec  # noqa: E402
+from sim.execute.tasks import run_open  # noqa: E402
+from sim.execute.runner import build_scenarios, generate_episodes, metric_rows  # noqa: E402
+from sim.scoring.outcomes import DELTA, load_profiles  # noqa: E402
+from sim.tuning.params import ParamGrid  # noqa: E402
+from sim.tuning.sweep import run_sweep  # noqa: E402
 
 COUNTS = ("tn", "fp", "early", "tp", "miss", "late")
 

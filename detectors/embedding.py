@@ -232,6 +232,9 @@ class EmbeddingDetector(Detector):
     """
 
     threshold_param = "threshold"
+    # Exempt calls are invisible to later calls, and min_similar changes the score itself.
+    tune_candidates = {"threshold": (0.8, 0.85, 0.9, 0.95), "min_similar": (2, 3), "exempt": (True,)}
+    tune_fast_keys = ("threshold",)
 
     def __init__(
         self,

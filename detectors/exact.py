@@ -44,6 +44,9 @@ class ExactDetector(SignatureCounter):
     """
 
     threshold_param = "max_repeats_per_signature"
+    #: ``loopbench tune``: per-tool values tried, least permissive first; both keys only move the threshold.
+    tune_candidates = {"max_repeats": (1, 2, 3, 4, 5), "exempt": (True,)}
+    tune_fast_keys = ("max_repeats", "exempt")
     signature_key = staticmethod(exact_key)
     override_key = "max_repeats"
 

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from .pathmap import EMPTY, PathCounts
 from .protocol import SEVERITY, Decision, Detector, Message, Observation, ToolCall, Verdict
-from .signature import ordered_json
+from .signature import content_text
 
 
 class StepBudgetDetector(Detector):
@@ -50,11 +50,7 @@ def information_tokens(content: Any) -> frozenset[str]:
     observation only counts as informative when a *share* of its tokens is new, not
     when any one is.
     """
-    if not isinstance(content, str):
-        content = ordered_json(content).decode("utf-8", "replace")
-    if len(content) > 200_000:
-        content = content[:200_000]
-    return frozenset(w.lower() for w in _WORD.findall(content))
+    return frozenset(w.lower() for w in _WORD.findall(content_text(content, 200_000)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,8 @@ class NormalizedDetector(SignatureCounter):
 
     scope = "run"
     threshold_param = "threshold"
+    tune_candidates = {"threshold": (2, 3, 4, 5, 6), "exempt": (True,)}
+    tune_fast_keys = ("threshold", "exempt")
     signature_key = staticmethod(normalized_key)
     override_key = "threshold"
 

@@ -52,7 +52,7 @@ import xxhash
 from .callmemo import CallMemo
 from .pathmap import PathCounts
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, tool_param
-from .signature import args_text, canonical_json
+from .signature import args_text, canonical_json, content_text
 
 MODES = ("default", "poll", "retry", "mutating", "exempt")
 
@@ -168,9 +168,7 @@ def _echo_tokens(args: Any) -> set[str]:
 
 
 def _text_of(content: Any) -> str:
-    if not isinstance(content, str):
-        content = canonical_json(content).decode("utf-8", "replace")
-    return content[:_MAX_OBS_CHARS]
+    return content_text(content, _MAX_OBS_CHARS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +254,11 @@ class ProgressGuard(Detector):
     >>> d.verdict, d.message.split(":")[0]
     (<Verdict.NUDGE: 'nudge'>, 'Loop guard')
     """
+
+    # No threshold_param: every per-tool candidate is a re-run in ``loopbench tune``.
+    tune_candidates = {"mode": ("default", "mutating", "retry", "poll", "exempt"), "max_retries": (1, 2, 3, 5),
+                       "poll_limit": (5, 10, 50), "same_error_limit": (2, 3, 4), "patience": (2, 3, 4, 5),
+                       "similarity": (0.85, 0.9, 0.95)}
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ import enum
 import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar, Iterable, Iterator, Mapping
 
 
 class Verdict(str, enum.Enum):
@@ -127,6 +127,27 @@ class Detector:
     scope: ClassVar[str] = "path"
     threshold_param: ClassVar[str | None] = None
 
+    # -- optional hooks: declared here with their defaults, for built-ins and plug-ins alike ----
+    #: ``loopbench tune``: per-tool override key -> candidate values (least permissive first).
+    #: Detectors that take ``tool_overrides`` declare theirs; empty means nothing to tune.
+    tune_candidates: ClassVar[Mapping[str, tuple]] = {}
+    #: The keys of ``tune_candidates`` that only move the alarm threshold, so a tuning step can
+    #: evaluate them from stored scores instead of re-running the detector.
+    tune_fast_keys: ClassVar[tuple[str, ...]] = ()
+    #: Conformance checks (``detectors.testing``) this detector fails on purpose: name -> reason.
+    expected_failures: ClassVar[Mapping[str, str]] = {}
+    #: Cumulative cost counters a runner reports in ``timings.csv`` (see :data:`COST_COUNTERS`):
+    #: texts encoded by a model, and cache lookups / hits. Detectors without a model keep 0.
+    model_calls: int = 0
+    cache_lookups: int = 0
+    cache_hits: int = 0
+
+    def prefetch(self, calls: Iterable[ToolCall]) -> int:
+        """Prepare for ``calls`` before scoring them (a model-backed detector encodes every distinct
+        text in one batch); returns the texts encoded. A runner calls it once per task when
+        :func:`prefetches` is true. The default does nothing."""
+        return 0
+
     # -- the protocol -------------------------------------------------------------
     def start(self) -> Any:
         """A fresh state for a new episode."""
@@ -178,6 +199,21 @@ class Detector:
         return f"{type(self).__name__}({args})"
 
 
+#: The cost counters of :class:`Detector`, in ``timings.csv`` order.
+COST_COUNTERS = ("model_calls", "cache_hits", "cache_lookups")
+
+
+def cost_counters(detector: Any) -> dict[str, int]:
+    """A detector's cumulative cost counters (0 where it keeps none, as for duck-typed detectors)."""
+    return {k: int(getattr(detector, k, 0) or 0) for k in COST_COUNTERS}
+
+
+def prefetches(detector: Any) -> bool:
+    """True when ``detector`` has a ``prefetch`` of its own (not :class:`Detector`'s no-op)."""
+    fn = getattr(type(detector), "prefetch", None)
+    return callable(fn) and fn is not Detector.prefetch
+
+
 def tool_param(tool_overrides: Mapping[str, Mapping[str, Any]] | None, tool: str, param: str, default: Any) -> Any:
     """A per-tool override such as ``{"http_get": {"max_repeats": 3}}``, or ``default``."""
     if not tool_overrides:
@@ -193,7 +229,7 @@ def tool_exempt(tool_overrides: Mapping[str, Mapping[str, Any]] | None, tool: st
     return bool(tool_param(tool_overrides, tool, "exempt", False))
 
 
-#: (pause, resume) callbacks of whoever times detector calls (``sim.watchdog``).
+#: (pause, resume) callbacks of whoever times detector calls (``sim.play.watchdog``).
 _SETUP_HOOKS: list[tuple[Any, Any]] = []
 
 

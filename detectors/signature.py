@@ -63,6 +63,15 @@ def canonical_json(value: Any) -> bytes:
         return _canonical_slow(value).encode("utf-8", "replace")
 
 
+def content_text(content: Any, limit: int | None = None) -> str:
+    """What a tool returned, as text: a string as it is, anything else as canonical JSON (keys
+    sorted, so the same record in another key order reads the same); at most ``limit`` chars.
+    The one way detectors turn an observation into text."""
+    if not isinstance(content, str):
+        content = canonical_json(content).decode("utf-8", "replace")
+    return content if limit is None else content[:limit]
+
+
 def ordered_json(value: Any) -> bytes:
     """JSON bytes that keep each object's key order, as JavaScript's ``JSON.stringify`` does.
 

@@ -7,6 +7,7 @@ play an episode: the world, the agent's script and persona, and a horizon.
 from __future__ import annotations
 
 import random
+import warnings
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -14,10 +15,9 @@ from typing import Any, Callable
 from .agents import Script
 from .world import World
 
-LOOP_FAMILIES = ("stale", "cosmetic", "paraphrased", "drift", "cycle", "no_progress", "same_error",
-                 "parallel_burst", "replan", "evasion")
-HEALTHY_FAMILIES = ("healthy", "same_tool", "polling", "transient_retry", "refinement", "edit_test",
-                    "branch_siblings", "compliant", "long_horizon")
+#: The entry-point group families register in; each entry names a module whose import
+#: registers its families with :func:`family` (the built-ins are listed there too).
+GROUP = "loopbench.families"
 
 
 @dataclass
@@ -51,6 +51,36 @@ class FamilyInfo:
 
 
 FAMILIES: dict[str, FamilyInfo] = {}
+_LOADED: list[str] = []  # entry points already imported (built-ins and plug-ins)
+
+
+def registered() -> dict[str, FamilyInfo]:
+    """Every family: the built-ins and those of installed plug-ins (``loopbench.families``).
+
+    A plug-in that fails to import is reported once as a warning and skipped, so one broken
+    package cannot hide the others.
+    """
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        if ep.name in _LOADED:
+            continue
+        _LOADED.append(ep.name)
+        try:
+            ep.load()
+        except Exception as exc:  # noqa: BLE001 — a broken plug-in must not hide the others
+            warnings.warn(f"scenario family plug-in {ep.name!r} ({ep.value}) cannot be loaded: {exc}", stacklevel=2)
+    return FAMILIES
+
+
+def loop_families() -> list[str]:
+    """Registered loop families, in registration order."""
+    return [name for name, info in registered().items() if info.looping]
+
+
+def healthy_families() -> list[str]:
+    """Registered healthy families (the negatives), in registration order."""
+    return [name for name, info in registered().items() if not info.looping]
 
 #: What each family parameter means (``loopbench families`` prints them). A range
 #: ``(lo, hi)`` is drawn uniformly per episode; a single number fixes it.
@@ -105,7 +135,7 @@ def episode_seed(suite_seed: int, family_name: str, index: int) -> int:
 
 
 def make_scenario(family_name: str, index: int, suite_seed: int = 0, **params: Any) -> Scenario:
-    info = FAMILIES.get(family_name)
+    info = registered().get(family_name)
     if info is None:
         raise KeyError(f"unknown scenario family {family_name!r} (known: {', '.join(sorted(FAMILIES))})")
     seed = episode_seed(suite_seed, family_name, index)

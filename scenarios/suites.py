@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .base import FAMILIES
+from .base import FAMILIES, registered
 
 
 class SuiteError(ValueError):
@@ -37,7 +37,7 @@ def suite_names() -> list[str]:
 
 
 def load_suite(name_or_path: str) -> Suite:
-    from . import families  # noqa: F401  (registers the built-in families)
+    registered()
 
     path = Path(name_or_path)
     if path.suffix == ".toml" and path.exists():

@@ -1,0 +1,1 @@
+"""The benchmark around the detectors: configuration, playing episodes, scoring, execution, tuning, gate, reports, CLI."""

@@ -2,7 +2,8 @@
 import pytest
 
 from scenarios.suites import load_suite
-from sim.runner import DetectorSpec, RunConfig, run
+from sim.config.spec import DetectorSpec, RunConfig
+from sim.execute.runner import run
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Hashable
 
 from ..protocol import Message, Observation
-from ..signature import canonical_json, stable_hash
+from ..signature import content_text, stable_hash
 
 
 def observation_key(observation: Observation) -> int:
@@ -20,10 +20,7 @@ def observation_key(observation: Observation) -> int:
 
 def observation_text(observation: Observation) -> str:
     """The observation as text, for peers that look at error messages."""
-    content = observation.content
-    if isinstance(content, str):
-        return content
-    return canonical_json(content).decode("utf-8", "replace")
+    return content_text(observation.content)
 
 
 def is_user_turn(message: Message) -> bool:

@@ -59,6 +59,10 @@ class RooCodeDetector(Detector):
     """
 
     threshold_param = "limit"
+    # Exempt calls are left out of the run of identical calls: exempting changes scores, so only
+    # ``limit`` is evaluated from stored scores.
+    tune_candidates = {"limit": (2, 3, 4, 5, 6), "exempt": (True,)}
+    tune_fast_keys = ("limit",)
 
     def __init__(self, *, limit: int = 3, tool_overrides: Mapping[str, Mapping[str, Any]] | None = None):
         self.limit = limit

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Iterator
 
-from sim.trace import write_trace
-from sim.tree import Episode
+from scenarios.trace import write_trace
+from scenarios.tree import Episode
 
 from . import captain_agent, magentic_one, openai_chat, react_log, tau_bench
 
@@ -36,7 +36,7 @@ def get_format(fmt: str) -> Callable[..., Iterator[Episode]]:
 def import_file(fmt: str, path: str | os.PathLike) -> tuple[list[Episode], list[str]]:
     """All episodes of ``path`` in format ``fmt``, and the problems met on the way.
 
-    Raises ``ValueError`` for an unknown format and ``sim.trace.TraceError`` when the
+    Raises ``ValueError`` for an unknown format and ``scenarios.trace.TraceError`` when the
     path does not exist.
     """
     problems: list[str] = []

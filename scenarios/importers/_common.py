@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from detectors.protocol import Message, Observation, ToolCall
-from sim.trace import TraceError, loads_json
-from sim.tree import Episode, ThinkNode, ToolNode
+from scenarios.trace import TraceError, loads_json
+from scenarios.tree import Episode, ThinkNode, ToolNode
 
 #: A whole-file JSON document larger than this is refused, to keep memory bounded.
 MAX_FILE_BYTES = 256 * 1024 * 1024

@@ -37,7 +37,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from sim.tree import Episode, ToolNode
+from scenarios.tree import Episode, ToolNode
 
 from ._common import Report, as_text, each_file, history_run
 

@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
-from sim.trace import iter_lines, loads_json
-from sim.tree import Episode, ToolNode
+from scenarios.trace import iter_lines, loads_json
+from scenarios.tree import Episode, ToolNode
 
 from ._common import EpisodeBuilder, Report, as_text, each_file, parse_arguments, unique_id
 

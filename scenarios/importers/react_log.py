@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 from detectors.protocol import Message, Observation
-from sim.tree import Episode, ThinkNode, ToolNode
+from scenarios.tree import Episode, ThinkNode, ToolNode
 
 from ._common import EpisodeBuilder, Report, each_file, unique_id
 

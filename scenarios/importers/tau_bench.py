@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from sim.tree import Episode
+from scenarios.tree import Episode
 
 from ._common import EpisodeBuilder, Report, each_file, load_json, unique_id
 from .openai_chat import add_conversation

@@ -16,8 +16,8 @@ from detectors import Message, Observation, ToolCall, Verdict, make_detector
 from detectors import embedding as embedding_module
 from detectors.embedding import CallEmbeddingDetector, EmbeddingDetector, call_text, split_free_text
 from detectors.embedding_model import Embedder, HashingEncoder
-from sim.openloop import score_episode
-from sim.tree import Episode, ThinkNode, ToolNode
+from sim.play.openloop import score_episode
+from scenarios.tree import Episode, ThinkNode, ToolNode
 
 
 def fake_embedder() -> Embedder:

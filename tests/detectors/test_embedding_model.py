@@ -106,8 +106,9 @@ FORK_AFTER_ENCODE = """
 import sys
 from detectors.embedding_model import Embedder
 from scenarios.suites import load_suite
-from sim.pool import run_tasks
-from sim.runner import DetectorSpec, build_scenarios, generate_episodes
+from sim.execute.pool import run_tasks
+from sim.config.spec import DetectorSpec
+from sim.execute.runner import build_scenarios, generate_episodes
 
 Embedder().embed(["the parent encodes first", "so torch's thread pool is running"])
 suite = load_suite("quick")

@@ -6,9 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from detectors.registry import available, make_detector
-from scenarios.strategies import episodes
-from sim.openloop import score_episode
-from sim.tree import Episode, ThinkNode, ToolNode
+from tests.strategies import episodes
+from sim.play.openloop import score_episode
+from scenarios.tree import Episode, ThinkNode, ToolNode
 
 from detectors.protocol import ToolCall
 

@@ -15,9 +15,9 @@ from detectors.embedding_model import Embedder, HashingEncoder
 from detectors.protocol import Observation, ToolCall, Verdict
 from detectors.registry import available, make_detector
 from detectors.signature import args_text, canonical_json, exact_key, normalized_key, normalized_signature, ordered_json
-from scenarios.strategies import nasty_args, nasty_values, nested
-from sim.openloop import score_episode
-from sim.tree import Episode, ToolNode
+from tests.strategies import nasty_args, nasty_values, nested
+from sim.play.openloop import score_episode
+from scenarios.tree import Episode, ToolNode
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -77,12 +77,12 @@ def test_signature_helpers_take_any_value(args):
 def test_the_documented_rules_for_odd_values():
     # NaN and infinities are null; bytes are their UTF-8 text; sets are sorted by repr;
     # an unprintable object is named by its type; too deep is cut at 200 levels.
-    from scenarios.strategies import Unprintable
+    from tests.strategies import Unprintable
 
     assert canonical_json({"b": float("nan"), "a": float("-inf")}) == b'{"a":null,"b":null}'
     assert canonical_json({"x": b"\xffab"}) == '{"x":"\ufffdab"}'.encode()
     assert canonical_json({"s": {3, 1, 2}}) == b'{"s":["1","2","3"]}'
-    assert canonical_json({"o": Unprintable()}) == b'{"o":"<scenarios.strategies.Unprintable>"}'
+    assert canonical_json({"o": Unprintable()}) == b'{"o":"<tests.strategies.Unprintable>"}'
     assert canonical_json(10**5000).startswith(b'"0x')
     assert b"<too deep>" in canonical_json(nested(10_000))
     assert canonical_json({"x": -0.0}) == b'{"x":-0.0}'

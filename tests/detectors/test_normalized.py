@@ -45,7 +45,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from detectors.signature import exact_key, exact_signature, normalized_key
-from scenarios.strategies import args_strategy
+from tests.strategies import args_strategy
 
 
 @given(a=args_strategy, b=args_strategy)

@@ -5,9 +5,6 @@ discoverable for one test by putting it on ``sys.path`` next to a ``dist-info`` 
 written from its own ``pyproject.toml`` — no pip, no network.
 """
 import json
-import sys
-import tomllib
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -17,32 +14,6 @@ from detectors.registry import DetectorNotFound, available, make_detector
 from detectors.testing import check_detector
 from sim.cli import main
 
-PLUGIN = Path(__file__).resolve().parent.parent / "fixtures" / "fake_plugin"
-
-
-@pytest.fixture
-def on_path(monkeypatch):
-    monkeypatch.syspath_prepend(str(PLUGIN))
-    yield
-    sys.modules.pop("fake_loopbench_plugin", None)
-
-
-@pytest.fixture
-def installed(tmp_path, on_path, monkeypatch):
-    """The fake package as pip would leave it: a dist-info with METADATA and entry_points.txt."""
-    meta = tomllib.loads((PLUGIN / "pyproject.toml").read_text())["project"]
-    dist = tmp_path / f"{meta['name'].replace('-', '_')}-{meta['version']}.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {meta['name']}\nVersion: {meta['version']}\n")
-    lines = []
-    for group, eps in meta["entry-points"].items():
-        lines.append(f"[{group}]")
-        lines += [f"{name} = {target}" for name, target in eps.items()]
-    (dist / "entry_points.txt").write_text("\n".join(lines) + "\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    registry._entry_points.cache_clear()
-    yield
-    registry._entry_points.cache_clear()
 
 
 def test_entry_point_plugin_is_found_by_name(installed):

@@ -2,12 +2,12 @@
 import pytest
 
 import scenarios.families  # noqa: F401
-from scenarios.base import FAMILIES, HEALTHY_FAMILIES, LOOP_FAMILIES, make_scenario
+from scenarios.base import FAMILIES, healthy_families, loop_families, make_scenario, registered
 from scenarios.world import World
-from sim.harness import LabelError, generate, simulate
-from sim.trace import dumps_events, episode_events
-from sim.tree import ToolNode
-from sim.validate import scored_looping_paths
+from sim.play.harness import LabelError, generate, simulate
+from scenarios.trace import dumps_events, episode_events
+from scenarios.tree import ToolNode
+from sim.play.validate import scored_looping_paths
 
 from scenarios.agents import Intent, Script
 from scenarios.base import Scenario
@@ -54,7 +54,7 @@ def test_a_script_whose_intent_contradicts_the_world_fails_loudly():
 
 
 def test_families_cover_spec_section_3():
-    assert set(LOOP_FAMILIES) | set(HEALTHY_FAMILIES) >= set(FAMILIES)
+    assert set(loop_families()) | set(healthy_families()) == set(registered())
 
 
 def test_trees_really_branch():
@@ -92,8 +92,8 @@ def test_generation_does_not_depend_on_the_hash_seed():
     import subprocess
     import sys
 
-    code = ("import scenarios.families\nfrom scenarios.base import make_scenario, FAMILIES\nfrom sim.harness import generate\n"
-            "from sim.trace import dumps_events, episode_events\nimport hashlib\nh = hashlib.sha256()\n"
+    code = ("import scenarios.families\nfrom scenarios.base import make_scenario, FAMILIES\nfrom sim.play.harness import generate\n"
+            "from scenarios.trace import dumps_events, episode_events\nimport hashlib\nh = hashlib.sha256()\n"
             "for f in sorted(FAMILIES):\n    for i in range(3):\n"
             "        h.update(dumps_events(episode_events(generate(make_scenario(f, i)))))\nprint(h.hexdigest())")
     digests = set()

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from detectors.exact import ExactDetector
-from sim.openloop import score_episode
-from sim.trace import TraceError, read_trace, write_trace
-from sim.tree import Episode, ThinkNode
+from sim.play.openloop import score_episode
+from scenarios.trace import TraceError, read_trace, write_trace
+from scenarios.tree import Episode, ThinkNode
 from scenarios.importers import FORMATS, convert, import_file
 from scenarios.importers._common import ImportProblemWarning
 from scenarios.importers.magentic_one import parse_browser_action

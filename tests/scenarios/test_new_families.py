@@ -8,11 +8,11 @@ from detectors.exact import ExactDetector
 from detectors.normalized import NormalizedDetector
 from detectors.planner import PlannerDetector
 from scenarios.base import FAMILIES, make_scenario
-from sim.harness import generate, simulate
-from sim.openloop import score_episode
-from sim.scoring import alarms_from, episode_outcomes
-from sim.tree import ThinkNode, ToolNode
-from sim.validate import scored_looping_paths, validate_episode
+from sim.play.harness import generate, simulate
+from sim.play.openloop import score_episode
+from sim.scoring.outcomes import alarms_from, episode_outcomes
+from scenarios.tree import ThinkNode, ToolNode
+from sim.play.validate import scored_looping_paths, validate_episode
 
 
 def _calls(ep):
@@ -168,7 +168,7 @@ def test_families_command_prints_parameters(tmp_path):
 
 
 def test_nudges_history_and_plans_survive_the_trace_format(tmp_path):
-    from sim.trace import read_trace, write_trace
+    from scenarios.trace import read_trace, write_trace
 
     eps = [generate(make_scenario(f, i)) for f in ("evasion", "compliant", "replan") for i in range(4)]
     write_trace(tmp_path / "t.jsonl", eps)

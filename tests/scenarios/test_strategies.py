@@ -4,10 +4,10 @@ import math
 from hypothesis import given, settings
 
 from detectors.registry import make_detector
-from scenarios.strategies import scenario_episodes
-from sim.openloop import score_episode
-from sim.scoring import DELTA, alarms_from, composite, episode_outcomes, load_profiles
-from sim.validate import validate_episode
+from tests.strategies import scenario_episodes
+from sim.play.openloop import score_episode
+from sim.scoring.outcomes import DELTA, alarms_from, composite, episode_outcomes, load_profiles
+from sim.play.validate import validate_episode
 
 SEED_DETECTORS = ("exact", "normalized", "planner", "step_budget", "no_progress", "layered")
 _, PROFILES = load_profiles()

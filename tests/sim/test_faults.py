@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from detectors import registry
-from sim import trace
+from scenarios import trace
 from sim.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -304,7 +304,7 @@ def test_a_call_that_ends_while_the_pool_looks_is_not_an_overrun():
     # The worker zeroes its cell between calls. Reading it twice (once to see a call is
     # running, once for its start) once took the machine's uptime for a call's duration and
     # killed healthy workers: the read must be single.
-    from sim.pool import _overran
+    from sim.execute.pool import _overran
 
     class EndsWhenRead:
         def __init__(self, started):
@@ -344,9 +344,9 @@ def test_a_worker_that_dies_fails_its_task_only(tmp_path, monkeypatch):
 
 def test_check_timeout_zero_disables_the_alarm(tmp_path):
     from detectors.exact import ExactDetector
-    from sim.runner import run_open
-    from sim.tree import linear_episode
-    from sim.watchdog import Watchdog
+    from sim.execute.tasks import run_open
+    from scenarios.tree import linear_episode
+    from sim.play.watchdog import Watchdog
 
     class Slowish(ExactDetector):
         def check(self, state, call):
@@ -365,9 +365,9 @@ def test_set_up_inside_a_call_does_not_count_against_the_limit():
     # loop) is set-up, not a slow check: it once failed a cold run's episode at 5 s.
     from detectors.exact import ExactDetector
     from detectors.protocol import setup_work
-    from sim.runner import run_open
-    from sim.tree import linear_episode
-    from sim.watchdog import Watchdog
+    from sim.execute.tasks import run_open
+    from scenarios.tree import linear_episode
+    from sim.play.watchdog import Watchdog
 
     cells = []
 
@@ -491,8 +491,8 @@ def test_resume_with_nothing_to_resume_is_exit_2(tmp_path):
 
 # -- files are written atomically --------------------------------------------------------------------
 def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
-    from sim.files import atomic_write
-    from sim.tree import linear_episode
+    from scenarios.files import atomic_write
+    from scenarios.tree import linear_episode
 
     target = tmp_path / "trace.jsonl"
     target.write_text("old\n")

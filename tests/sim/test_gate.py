@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from sim.cli import main
-from sim.gate import compare, paired_interval, read_baseline
+from sim.gate.regression import compare, paired_interval, read_baseline
+from sim.scoring.uncertainty import unit_weights
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL_SUITE = """
@@ -112,15 +113,15 @@ def test_unknown_label_and_missing_baseline_exit_2(small_baseline, tmp_path):
 
 def test_regression_needs_both_the_tolerance_and_the_interval(small_baseline):
     base = read_baseline(small_baseline / "baseline")
-    rng = np.random.default_rng(0)
     # One extra miss among 40 looping paths: 2.5 points > 2 tolerance, but the interval includes 0.
     b = np.zeros(40)
     c = b.copy()
     c[0] = 1
-    low, high = paired_interval("miss_rate", b, c, rng)
+    w = unit_weights([f"ep{i}" for i in range(40)], ["stale"] * 40, rounds=2000)
+    low, high = paired_interval("miss_rate", b, c, w)
     assert low <= 0 < high
     # Everything misses now: far beyond tolerance, and certain.
-    low, _ = paired_interval("miss_rate", b, np.ones(40), rng)
+    low, _ = paired_interval("miss_rate", b, np.ones(40), w)
     assert low > 0
     same = compare(base, base, ["exact"])
     assert not same.regressions and all(r.verdict in ("ok", "n/a") for r in same.rows)
@@ -128,10 +129,27 @@ def test_regression_needs_both_the_tolerance_and_the_interval(small_baseline):
 
 def test_episode_generation_does_not_depend_on_the_hash_seed():
     """The gate pairs episodes across processes, so generation must not follow set order."""
-    code = ("from scenarios.suites import load_suite; from sim.runner import build_scenarios, generate_episodes; "
-            "from sim.trace import dumps_events, episode_events; import hashlib; s = load_suite('ci'); "
+    code = ("from scenarios.suites import load_suite; from sim.execute.runner import build_scenarios, generate_episodes; "
+            "from scenarios.trace import dumps_events, episode_events; import hashlib; s = load_suite('ci'); "
             "eps = generate_episodes(build_scenarios(s.families, 2, s.seed, s.family_params)); "
             "print(hashlib.sha256(b''.join(dumps_events(episode_events(e)) for e in eps)).hexdigest())")
     outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
                            env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout for seed in ("1", "2")}
     assert len(outs) == 1
+
+
+def test_sibling_paths_of_one_episode_are_not_independent_evidence():
+    """Four sibling looping paths per episode that always share their outcome carry the
+    evidence of one path each: resampled by episode (the cluster), the gate's interval is
+    about twice as wide as if every path were an independent unit."""
+    episodes, siblings = 30, 4
+    ids = [f"ep{e}" for e in range(episodes) for _ in range(siblings)]
+    base = np.zeros(len(ids))
+    cur = np.array([float(e % 3 == 0) for e in range(episodes) for _ in range(siblings)])  # whole episodes miss
+    fams = ["stale"] * len(ids)
+    clustered = paired_interval("miss_rate", base, cur, unit_weights(ids, fams, rounds=2000))
+    independent = paired_interval("miss_rate", base, cur, unit_weights([f"u{i}" for i in range(len(ids))], fams,
+                                                                       rounds=2000))
+    width = lambda iv: iv[1] - iv[0]  # noqa: E731
+    assert width(clustered) > 1.6 * width(independent)
+    assert clustered[0] < independent[0] and clustered[1] > independent[1]

@@ -7,9 +7,10 @@ from click.testing import CliRunner
 
 from scenarios.suites import load_suite
 from sim.cli import main
-from sim.engines import Engine, EngineError, plan_shards
-from sim.pool import run_tasks as local_run_tasks
-from sim.runner import DetectorSpec, build_scenarios, generate_episodes
+from sim.execute.engines import Engine, EngineError, plan_shards
+from sim.execute.pool import run_tasks as local_run_tasks
+from sim.config.spec import DetectorSpec
+from sim.execute.runner import build_scenarios, generate_episodes
 
 DETECTORS = ["exact", "progress_guard", "cline"]
 
@@ -132,7 +133,7 @@ def test_shard_plan_covers_every_episode_once():
 def test_engine_errors_are_one_line():
     with pytest.raises(EngineError, match="unknown engine 'spark'"):
         Engine("spark")
-    from sim.engines import _check_reachable
+    from sim.execute.engines import _check_reachable
 
     with pytest.raises(EngineError, match="cannot reach Ray at 127.0.0.1:1: Connection refused"):
         _check_reachable("127.0.0.1:1")  # Ray itself would retry for minutes

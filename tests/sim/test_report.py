@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from sim.cli import main
-from sim.plots import PLOTS, palette
+from sim.report.plots import PLOTS, palette
 
 DETS = "exact,normalized,no_progress,layered"
 

@@ -3,8 +3,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.scoring import DELTA, Outcome, composite, episode_outcomes, nab_credit, summarize
-from sim.tree import linear_episode
+from sim.scoring.outcomes import DELTA, Outcome, composite, episode_outcomes, nab_credit, summarize
+from scenarios.tree import linear_episode
 
 STANDARD = {"A_TP": 1.0, "A_FN": 1.0, "A_FP": 1.0}
 
@@ -104,7 +104,7 @@ def test_summarize_counts_and_rates():
 # -- the composite from totals (what the bootstrap uses) is the composite ---------------------------
 import numpy as np  # noqa: E402
 
-from sim.scoring import ScoringUnits, composite_from_totals, scoring_units  # noqa: E402
+from sim.scoring.outcomes import ScoringUnits, composite_from_totals, scoring_units  # noqa: E402
 
 PROFILES = ({"A_TP": 1, "A_FN": 1, "A_FP": 1}, {"A_TP": 1, "A_FN": 1, "A_FP": 2}, {"A_TP": 1, "A_FN": 2, "A_FP": 1})
 

@@ -5,14 +5,16 @@ import pytest
 from detectors.exact import ExactDetector
 from detectors.normalized import NormalizedDetector
 from detectors.protocol import Decision, Detector, Verdict
-from scenarios import families  # noqa: F401 — registers the families
+from scenarios.base import registered
+
+registered()
 from scenarios.base import make_scenario
-from sim.harness import generate
-from sim.openloop import score_episode
-from sim.scoring import alarms_from, episode_outcomes, load_profiles, summarize
-from sim.thresholds import (CallScores, candidate_values, check_contract, heldout_totals, pick_best, pick_calibrated,
+from sim.play.harness import generate
+from sim.play.openloop import score_episode
+from sim.scoring.outcomes import alarms_from, episode_outcomes, load_profiles, summarize
+from sim.scoring.thresholds import (CallScores, candidate_values, check_contract, heldout_totals, pick_best, pick_calibrated,
                             sweep, sweep_metrics)
-from sim.uncertainty import episode_totals, metrics_from_totals
+from sim.scoring.uncertainty import episode_totals, metrics_from_totals
 
 _, PROFILES = load_profiles()
 FAMS = ("stale", "cosmetic", "paraphrased", "same_tool", "polling", "branch_siblings", "transient_retry")

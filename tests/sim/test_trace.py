@@ -4,10 +4,10 @@ import json
 from hypothesis import given
 
 from scenarios.base import make_scenario
-from scenarios.strategies import episodes
-from sim.harness import generate
-from sim.trace import episode_events, loads_trace, read_trace, write_trace
-from sim.tree import ToolNode
+from tests.strategies import episodes
+from sim.play.harness import generate
+from scenarios.trace import episode_events, loads_trace, read_trace, write_trace
+from scenarios.tree import ToolNode
 
 
 def view(ep):

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from detectors.exact import ExactDetector
 from scenarios.importers import FORMATS, import_file
-from sim.openloop import score_episode
-from sim.trace import KINDS, loads_trace
+from sim.play.openloop import score_episode
+from scenarios.trace import KINDS, loads_trace
 
 FUZZ = settings(max_examples=100, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

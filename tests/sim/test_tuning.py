@@ -8,13 +8,17 @@ import tomllib
 import pytest
 from click.testing import CliRunner
 
-from scenarios.base import LOOP_FAMILIES
+from scenarios.base import loop_families
 from scenarios.suites import load_suite
 from sim.cli import main
-from sim.runner import DetectorSpec, build_scenarios, generate_episodes
-from sim.scoring import load_profiles, scoring_units
-from sim.tuning import (Evaluator, TuningError, call_scores, metrics_row, overrides_toml, parse_param, run_specs,
-                        run_sweep, verdict_outcomes)
+from sim.config.spec import DetectorSpec
+from sim.execute.runner import build_scenarios, generate_episodes
+from sim.scoring.outcomes import load_profiles, scoring_units
+from sim.tuning.evaluate import call_scores, metrics_row, run_specs, verdict_outcomes
+from sim.tuning.params import TuningError, parse_param
+from sim.tuning.sweep import run_sweep
+from sim.tuning.toml_out import overrides_toml
+from sim.tuning.tune import Evaluator
 
 SMALL = ["polling", "transient_retry", "healthy", "stale", "cycle", "replan", "cosmetic"]
 
@@ -168,7 +172,7 @@ def test_tune_exact_round_trips_through_run_config(tmp_path):
     for fam in ("transient_retry", "polling"):
         assert t[fam]["false_alarm_rate"] < d[fam]["false_alarm_rate"]
     for fam in d:
-        if fam in LOOP_FAMILIES:
+        if fam in loop_families():
             assert t[fam]["miss"] <= d[fam]["miss"], fam
 
     out = tmp_path / "run"
@@ -193,7 +197,7 @@ def test_tune_refuses_a_detector_without_tool_overrides(tmp_path):
 
 
 def test_tune_keep_misses_never_adds_a_miss(episodes):
-    from sim.tuning import tune
+    from sim.tuning.tune import tune
 
     spec = DetectorSpec("exact", "exact", {})
     res = tune(spec, episodes, 0.0, keep_misses=True, engine=1)

@@ -4,8 +4,8 @@ import time
 import numpy as np
 import pytest
 
-from sim.scoring import Outcome, composite, load_profiles, summarize
-from sim.uncertainty import Bootstrap, bootstrap_weights, episode_totals, metrics_from_totals
+from sim.scoring.outcomes import Outcome, composite, load_profiles, summarize
+from sim.scoring.uncertainty import Bootstrap, bootstrap_weights, episode_totals, metrics_from_totals
 
 _, PROFILES = load_profiles()
 

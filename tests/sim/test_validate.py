@@ -4,11 +4,11 @@ import os
 
 import pytest
 
-from scenarios.base import HEALTHY_FAMILIES, LOOP_FAMILIES, Scenario, make_scenario
+from scenarios.base import Scenario, healthy_families, loop_families, make_scenario
 from scenarios.suites import load_suite
-from sim.harness import LabelError, generate
-from sim.tree import Label
-from sim.validate import validate_episode, validate_suite
+from sim.play.harness import LabelError, generate
+from scenarios.tree import Label
+from sim.play.validate import validate_episode, validate_suite
 
 WORKERS = min(2, os.cpu_count() or 1)
 
@@ -17,9 +17,9 @@ def _validate(name: str, sample: int | None = None):
     suite = load_suite(name)
     idx = range(0, suite.episodes, sample) if sample else None
     checked = validate_suite(suite.families, suite.episodes, suite.seed, suite.family_params, workers=WORKERS, indices=idx)
-    assert {c.family for c in checked} == set(suite.families) == set(LOOP_FAMILIES) | set(HEALTHY_FAMILIES)
+    assert {c.family for c in checked} == set(suite.families) == set(loop_families()) | set(healthy_families())
     for c in checked:
-        assert (c.looping_paths > 0) == (c.family in LOOP_FAMILIES)
+        assert (c.looping_paths > 0) == (c.family in loop_families())
     return checked
 
 

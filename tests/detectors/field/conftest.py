@@ -6,8 +6,8 @@ from typing import Any, Callable
 import pytest
 
 from detectors.protocol import Detector, Message, Observation, ToolCall
-from sim.openloop import score_episode
-from sim.tree import Episode, ThinkNode, ToolNode
+from sim.play.openloop import score_episode
+from scenarios.tree import Episode, ThinkNode, ToolNode
 
 
 def build_episode(items: list[Any]) -> Episode:

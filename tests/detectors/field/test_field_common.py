@@ -5,8 +5,8 @@ import pytest
 
 from detectors.protocol import Detector, Message, Observation, ToolCall
 from detectors.registry import available, make_detector
-from sim.openloop import score_episode
-from sim.tree import Episode, ToolNode
+from sim.play.openloop import score_episode
+from scenarios.tree import Episode, ToolNode
 
 FIELD = ["openhands", "openhands_sdk", "gemini_cli", "roo_code", "cline", "goose", "crewai", "openclaw", "max_turns"]
 

@@ -1,0 +1,35 @@
+"""`loopbench import`: real agent-trace formats into the loopbench trace format."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, main, report_problems)
+
+
+@main.command("import")
+@click.argument("file")
+@click.option("--format", "fmt", required=True, help="Source format: openai, tau-bench, react-log, magentic-one, captain-agent.")
+@click.option("-o", "--out", "out_path", required=True, help="Output trace file (JSON Lines, SPEC §6).")
+def import_cmd(file, fmt, out_path) -> None:
+    """Convert a real agent-trace file (or folder) into the loopbench trace format."""
+    from scenarios.importers import FORMATS, convert
+
+    from scenarios.trace import TraceError
+
+    if fmt not in FORMATS:
+        raise LoopbenchError(f"unknown --format {fmt!r} (known: {', '.join(sorted(FORMATS))})")
+    if not Path(file).exists():
+        raise LoopbenchError(f"{file}: no such file or directory")
+    try:
+        n, problems = convert(fmt, file, out_path)
+    except (TraceError, OSError, ValueError) as exc:
+        raise LoopbenchError(str(exc).splitlines()[0]) from None
+    report_problems(problems)
+    if n == 0:
+        raise LoopbenchError(f"{file}: no {fmt} episodes found (for a folder, only its own files are read)")
+    click.echo(f"wrote {n} episodes to {out_path}", err=True)
+    if problems:
+        sys.exit(EXIT_SKIPPED)

@@ -1,0 +1,67 @@
+"""`loopbench replay`: detectors over recorded traces."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, check_timeout_value, default_detectors, detector_specs, load_config,
+                         main, out_dir, report_problems, split_list)
+
+
+@main.command("replay")
+@click.argument("files", nargs=-1, required=True)
+@click.option("--detectors", "detectors_opt", default=None, help="Comma-separated detectors. [default: all registered]")
+@click.option("--format", "fmt", default="trace", help="Input format: trace (SPEC §6 JSON Lines) or an importer's name.")
+@click.option("--out", default=None, help="Run folder. [default: runs/replay-TIMESTAMP]")
+@click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters).")
+@click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE (repeatable).")
+@click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
+@click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
+def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check_timeout, no_progress, as_json) -> None:
+    """Run detectors over recorded traces and report where each would have fired."""
+    from sim.execute.replay import load_traces, replay
+    from sim.report.scoreboard import write_scoreboard
+    from sim.scoring.outcomes import DELTA
+    from scenarios.trace import TraceError
+
+    config = load_config(config_path)
+    specs = detector_specs(split_list(detectors_opt) or default_detectors(), config, params)
+    if fmt != "trace":
+        try:
+            from scenarios.importers import FORMATS
+        except ImportError:
+            FORMATS = {}
+        if fmt not in FORMATS:
+            raise LoopbenchError(f"unknown --format {fmt!r} (known: trace{''.join(', ' + f for f in sorted(FORMATS))})")
+    paths = [Path(f) for f in files]
+    try:
+        episodes, problems, warnings = load_traces(paths, fmt)
+    except (TraceError, OSError) as exc:
+        raise LoopbenchError(str(exc)) from None
+    if not episodes and len(problems) == 1:
+        raise LoopbenchError(problems[0])  # e.g. the one file given is empty: one line says it
+    report_problems(problems)
+    for w in warnings[:20]:
+        click.echo(f"loopbench: warning: {w}", err=True)
+    if not episodes:
+        raise LoopbenchError(f"no usable episodes in {', '.join(files)} ({len(problems)} records skipped)")
+    summary = replay(episodes, specs, out_dir(out, "replay"), [str(p) for p in paths],
+                     delta if delta is not None else DELTA, progress=not no_progress and not as_json,
+                     check_timeout=check_timeout_value(check_timeout))
+    summary["skipped_records"] = len(problems)
+    write_scoreboard(Path(summary["out"]))
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        click.echo((Path(summary["out"]) / "scoreboard.md").read_text())
+        for r in summary["fires"]:
+            if r["family"] == "all":
+                click.echo(f"{r['detector']:16s} fires on {r['fired']}/{r['traces']} traces")
+        click.echo(f"Run folder: {summary['out']}")
+    if problems:
+        sys.exit(EXIT_SKIPPED)

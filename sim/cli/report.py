@@ -1,0 +1,37 @@
+"""``loopbench report``: the Markdown/HTML report, intervals and threshold views of run folders."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from sim.cli.app import LoopbenchError, main
+
+
+@main.command("report")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False))
+@click.option("--out", default=None, help="Where to write the report. [default: the (first) run folder]")
+@click.option("--rounds", type=click.IntRange(10), default=1000, show_default=True, help="Bootstrap rounds.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed (the report is deterministic given it).")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
+def report_cmd(run_dirs, out, rounds, seed, as_json) -> None:
+    """Write report.md, report.html, plots/ and the interval, paired, threshold and Δ tables.
+
+    Several RUN_DIRs (for example the same suite at several seeds) are pooled: their
+    episodes count as more episodes of each family.
+    """
+    from sim.report.full import write_report
+
+    if len(run_dirs) > 1 and out is None:
+        raise LoopbenchError("pooling several run folders needs --out DIR for the report")
+    try:
+        summary = write_report(run_dirs, out, rounds=rounds, seed=seed, log=lambda m: click.echo(f"loopbench: {m}", err=True))
+    except FileNotFoundError as exc:
+        raise LoopbenchError(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        for n in summary["notes"]:
+            click.echo(f"loopbench: note: {n}", err=True)
+        click.echo(f"Report: {summary['out']}/report.html ({len(summary['plots'])} plots, "
+                   f"{summary['seconds'].get('total', 0):.1f} s)")

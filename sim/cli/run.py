@@ -1,0 +1,102 @@
+"""`loopbench run`: generate a suite, run the detectors, write the run folder, then its report."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, check_timeout_value, default_detectors,
+                         detector_specs, engine_options, interruptible, load_config, main, make_engine, out_dir,
+                         resume_command, set_embed_cache, split_list)
+
+
+@main.command("run")
+@click.option("--suite", default=None, help="Suite name (quick, default, full) or a .toml path. [default: default]")
+@click.option("--detectors", "detectors_opt", default=None, help="Comma-separated: name, module:Class or label=spec. [default: all registered]")
+@click.option("--families", default=None, help="Comma-separated scenario families. [default: the suite's]")
+@click.option("--seed", type=int, default=None, help="Suite seed. [default: the suite's]")
+@click.option("--episodes", type=click.IntRange(1), default=None, help="Episodes per family. [default: the suite's]")
+@click.option("--mode", type=click.Choice(["open", "closed", "both"]), default=None, help="Open loop, closed loop or both.")
+@click.option("--out", default=None, help="Run folder. [default: runs/SUITE-TIMESTAMP]")
+@click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters, tool registry).")
+@click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE, e.g. exact.max_repeats_per_signature=2 (repeatable).")
+@click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
+@engine_options
+@click.option("--embed-cache", default=None, help="Directory for the embedding cache, or 'off'. [default: ~/.cache/loopbench/embeddings]")
+@click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
+@click.option("--resume", is_flag=True, help="Finish an interrupted run in --out: same options, only the missing detector tasks run.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
+def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, workers, engine,
+            ray_address, embed_cache, check_timeout, resume, no_progress, as_json) -> None:
+    """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
+    from scenarios.base import registered
+    from scenarios.suites import SuiteError, load_suite
+
+    from sim.config.spec import RunConfig
+    from sim.execute.runner import run
+    from sim.scoring.outcomes import DELTA
+
+    config = load_config(config_path)
+    rc = config.get("run", {})
+    if resume and not (out or rc.get("out")):
+        raise LoopbenchError("--resume needs --out RUN, the folder of the interrupted run")
+    try:
+        s = load_suite(suite or rc.get("suite", "default"))
+    except SuiteError as exc:
+        raise LoopbenchError(str(exc)) from None
+    fams = split_list(families) or list(rc.get("families", [])) or s.families
+    unknown = [f for f in fams if f not in registered()]
+    if unknown:
+        raise LoopbenchError(f"unknown scenario families: {', '.join(unknown)} (see `loopbench list`)")
+    names = split_list(detectors_opt) or list(rc.get("detectors", [])) or s.detectors or default_detectors()
+    specs = detector_specs(names, config, params)
+    eng = make_engine(engine, workers, ray_address)
+    cfg = RunConfig(
+        suite=s, detectors=specs, families=fams,
+        episodes=episodes or int(rc.get("episodes", s.episodes)),
+        seed=seed if seed is not None else int(rc.get("seed", s.seed)),
+        mode=mode or rc.get("mode", s.mode), delta=delta if delta is not None else int(rc.get("delta", DELTA)),
+        out=out_dir(out or rc.get("out"), s.name), progress=not no_progress and not as_json, engine=eng,
+        check_timeout=check_timeout_value(check_timeout if check_timeout is not None else rc.get("check_timeout")), resume=resume,
+    )
+    set_embed_cache(embed_cache)
+    log = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
+    from sim.execute.checkpoint import ResumeError
+    from sim.execute.engines import EngineError
+
+    try:
+        with interruptible():
+            summary = run(cfg, log=log)
+    except (ResumeError, EngineError) as exc:
+        raise LoopbenchError(str(exc)) from None
+    except KeyboardInterrupt as exc:
+        click.echo(f"loopbench: interrupted; finished detector tasks are kept in {cfg.out}/.parts; "
+                   f"resume with: {resume_command(cfg.out)}", err=True)
+        sys.exit(EXIT_SIGTERM if isinstance(exc, Terminated) else EXIT_SIGINT)
+    write_report_steps(Path(summary["out"]), log)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        click.echo((Path(summary["out"]) / "scoreboard.md").read_text())
+        click.echo(f"Run folder: {summary['out']} ({summary['wall_seconds']} s)")
+
+
+def write_report_steps(out: Path, log) -> None:
+    """The scoreboard, then the full report (plots, intervals, HTML) of a finished run folder.
+    Report trouble is logged, never fatal: the result files are already written."""
+    import time
+
+    from sim.report.full import write_report
+    from sim.report.scoreboard import write_scoreboard
+
+    write_scoreboard(out)
+    t0 = time.perf_counter()
+    try:
+        write_report([out], out, log=log)
+    except Exception as exc:  # noqa: BLE001 — plotting or analysis trouble must not fail the run
+        log(f"report not written: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        return
+    log(f"report: {time.perf_counter() - t0:.1f} s")

@@ -1,0 +1,57 @@
+"""The one ``manifest.json`` shape, for run folders, replays and gate baselines alike.
+
+Every manifest records which command wrote it, the resolved configuration and its hash,
+the scoring weights, package versions, seeds, and each detector's registered name, class,
+the parameters the user gave and the parameters it actually ran with.
+"""
+from __future__ import annotations
+
+import json
+import platform
+from importlib import metadata
+from typing import Any, Sequence
+
+from sim.config.spec import DetectorSpec, config_hash
+
+_PACKAGES = ("loopbench", "numpy", "pandas", "matplotlib", "orjson", "xxhash", "sentence-transformers", "torch")
+
+
+def versions() -> dict[str, str]:
+    """Python's and the installed packages' versions that can change results."""
+    out = {"python": platform.python_version()}
+    for pkg in _PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON values (anything else by its repr)."""
+    return json.loads(json.dumps(obj, default=repr))
+
+
+def detector_records(specs: Sequence[DetectorSpec], built: Sequence[Any]) -> list[dict[str, Any]]:
+    """Per detector: label, registered name, class, given and resolved parameters."""
+    return [{"label": spec.label, "spec": spec.spec, "name": getattr(det, "name", spec.label),
+             "class": f"{type(det).__module__}:{type(det).__qualname__}", "given": jsonable(spec.params),
+             "params": jsonable(det.get_params() if hasattr(det, "get_params") else {})}
+            for spec, det in zip(specs, built)]
+
+
+def build_manifest(command: str, config: dict[str, Any], specs: Sequence[DetectorSpec], built: Sequence[Any], *,
+                   profiles_version: str, profiles: dict[str, Any], seeds: dict[str, Any],
+                   **extra: Any) -> dict[str, Any]:
+    """A manifest for ``command`` (run, replay, baseline); ``extra`` adds command-specific keys."""
+    return {
+        "loopbench": command,
+        "config_hash": config_hash(config),
+        "config": config,
+        "profiles_version": profiles_version,
+        "profiles": profiles,
+        "versions": versions(),
+        "seeds": seeds,
+        "detectors": detector_records(specs, built),
+        **extra,
+    }

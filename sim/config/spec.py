@@ -1,0 +1,68 @@
+"""What a user asked for: detectors with their parameters, and the run they belong to."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from detectors.protocol import Detector
+from detectors.registry import make_detector
+from scenarios.suites import Suite
+from sim.scoring.outcomes import DELTA
+
+#: Seconds one detector call may take before its episode fails (``--check-timeout``).
+DEFAULT_CHECK_TIMEOUT = 5.0
+
+
+@dataclass
+class DetectorSpec:
+    """A detector as the user named it: a label, what to build, and its parameters."""
+
+    label: str
+    spec: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Detector:
+        return make_detector(self.spec, **self.params)
+
+
+def config_hash(resolved: dict[str, Any]) -> str:
+    """The one configuration hash: 16 hex digits of the resolved configuration's canonical JSON."""
+    blob = json.dumps(resolved, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclass
+class RunConfig:
+    suite: Suite
+    detectors: list[DetectorSpec]
+    families: list[str]
+    episodes: int
+    seed: int
+    mode: str = "both"
+    delta: int = DELTA
+    out: Path = Path("runs/latest")
+    progress: bool = True
+    #: Where tasks run (a ``sim.execute.engines.Engine``; None = the local pool); never part
+    #: of the results or the hash.
+    engine: Any = None
+    check_timeout: float | None = DEFAULT_CHECK_TIMEOUT  # seconds per detector call; None = no limit
+    resume: bool = False  # reuse the finished tasks checkpointed in ``out/.parts`` (sim.execute.checkpoint)
+
+    def resolved(self) -> dict[str, Any]:
+        return {
+            "suite": self.suite.name,
+            "families": self.families,
+            "episodes_per_family": self.episodes,
+            "seed": self.seed,
+            "mode": self.mode,
+            "delta": self.delta,
+            "family_params": {f: {k: list(v) if isinstance(v, tuple) else v for k, v in p.items()}
+                              for f, p in sorted(self.suite.family_params.items()) if f in self.families},
+            "detectors": [{"label": d.label, "spec": d.spec, "params": d.params} for d in self.detectors],
+        }
+
+    def config_hash(self) -> str:
+        return config_hash(self.resolved())

@@ -1,0 +1,1 @@
+"""Executing detector tasks: one task, the local pool, the Ray engine, checkpoints, the runner, replay."""

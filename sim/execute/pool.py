@@ -1,0 +1,297 @@
+"""Running detector tasks on local worker processes, with results identical to one process.
+
+A task is one detector in one mode (open or closed loop) over the whole suite. Workers
+are forked, so they see the suite's scenarios and episodes without copying them; each
+builds its own detector from its spec and sends back rows; the caller assembles them in
+a fixed order, so the files do not depend on which worker finished first.
+
+A task never takes the run down with it: a detector that raises, returns garbage or
+overruns the per-check limit fails only its episodes (``sim.play.watchdog``); a worker that
+dies (a crash in C code) or whose detector call is stuck past the hard limit is killed,
+and its task is reported as failed on every episode. ``on_result`` sees each finished
+task at once (the runner checkpoints it). On an interrupt, every worker is terminated.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any, Callable, Sequence
+
+from scenarios.base import Scenario
+
+from scenarios.tree import Episode
+from detectors.protocol import cost_counters, prefetches
+from sim.forking import default_workers, fork_context, worker_signals
+from sim.execute.tasks import OpenResult, run_closed, run_open, timing_row
+from sim.play.harness import ClosedLoopStats
+from sim.play.openloop import describe
+from sim.play.watchdog import Watchdog, hard_limit
+
+_EPISODES: Sequence[Episode] = ()
+_SCENARIOS: Sequence[Scenario] = ()
+
+
+def _init(episodes: Sequence[Episode], scenarios: Sequence[Scenario]) -> None:
+    global _EPISODES, _SCENARIOS
+    _EPISODES, _SCENARIOS = episodes, scenarios
+
+
+@dataclass
+class ShardResult:
+    """One detector in one mode over some of the suite's episodes: its result and its cost.
+
+    The local pool runs a task as one shard (the whole suite); the Ray engine cuts it
+    into many and :func:`merge_shards` puts them back together.
+    """
+
+    kind: str  # "open" | "closed"
+    label: str
+    value: Any  # an OpenResult (open) or {scenario id: ClosedLoopStats} (closed)
+    ns: list[int]  # measured check (open: check + record) times
+    seconds: float
+    counters: dict[str, int]
+
+
+def run_shard(kind: str, spec: Any, episodes: Sequence[Episode], scenarios: Sequence[Scenario],
+              watch: Watchdog) -> ShardResult:
+    """One detector (built here from its spec) over ``episodes`` (open) or ``scenarios`` (closed)."""
+    det = spec.build()
+    with watch:
+        if kind == "open":
+            res = run_open(spec.label, det, episodes, watch=watch)
+            ns = [s.ns for sc in res.scores.values() for s in sc]
+            return ShardResult(kind, spec.label, res, ns, res.seconds, cost_counters(det))
+        t0 = time.perf_counter()
+        stats = run_closed(spec.label, det, scenarios, episodes=episodes, watch=watch)
+    ns = [n for st in stats.values() for n in st.check_ns]
+    for st in stats.values():
+        st.check_ns = []  # measured already; don't ship them back
+    return ShardResult(kind, spec.label, stats, ns, time.perf_counter() - t0, cost_counters(det))
+
+
+def failed_shard(kind: str, label: str, episodes: Sequence[Episode], scenarios: Sequence[Scenario],
+                 message: str) -> ShardResult:
+    """A shard that produced nothing: every one of its episodes failed with ``message``."""
+    if kind == "open":
+        value: Any = OpenResult(label, {}, {ep.id: message for ep in episodes}, 0.0)
+    else:
+        value = {sc.id: ClosedLoopStats(ended="detector_error", success=False, detector_error=message)
+                 for sc in scenarios}
+    return ShardResult(kind, label, value, [], 0.0, {})
+
+
+def merge_shards(parts: Sequence[ShardResult]) -> tuple[Any, dict[str, Any]]:
+    """A task's result and timing row from its shards, given in episode order.
+
+    Dicts are filled shard by shard, so they come out in the suite's episode order exactly
+    as from one unsharded run; times and counters add up.
+    """
+    kind, label = parts[0].kind, parts[0].label
+    ns = [n for p in parts for n in p.ns]
+    seconds = sum(p.seconds for p in parts)
+    counters = {k: sum(p.counters.get(k, 0) for p in parts) for k in {k for p in parts for k in p.counters}}
+    if len(parts) == 1:
+        value = parts[0].value
+    elif kind == "open":
+        value = OpenResult(label, {k: v for p in parts for k, v in p.value.scores.items()},
+                           {k: v for p in parts for k, v in p.value.errors.items()}, seconds)
+    else:
+        value = {k: v for p in parts for k, v in p.value.items()}
+    return value, timing_row(label, kind, ns, seconds, counters)
+
+
+def failed_task(task: tuple[str, Any], message: str) -> Any:
+    """The result of a task that produced nothing: every episode failed with ``message``."""
+    kind, spec = task
+    return merge_shards([failed_shard(kind, spec.label, _EPISODES, _SCENARIOS, message)])
+
+
+def prefetch_suite(specs: Sequence[Any], episodes: Sequence[Episode]) -> None:
+    """Encode the suite's texts once for each model-backed spec (into the shared disk cache)."""
+    calls = [n.call for ep in episodes for n in ep.tool_nodes()]
+    for spec in specs:
+        spec.build().prefetch(calls)
+
+
+def _run_guarded(task: tuple[str, Any], watch: Watchdog) -> tuple[tuple[str, str], Any]:
+    kind, spec = task
+    try:
+        if kind == "prefetch":
+            prefetch_suite(spec, _EPISODES)
+            return (kind, ""), None
+        return (kind, spec.label), merge_shards([run_shard(kind, spec, _EPISODES, _SCENARIOS, watch)])
+    except Exception as exc:  # noqa: BLE001 — e.g. the detector cannot be built in the worker
+        if kind == "prefetch":  # the tasks it was for encode their own texts
+            return (kind, ""), None
+        return (kind, spec.label), failed_task(task, f"task failed: {describe(exc)}")
+
+
+def shared_prefetch(tasks: Sequence[tuple[str, Any]]) -> list[Any]:
+    """Specs whose suite-wide ``prefetch`` should run once for all their tasks: model-backed
+    detectors with more than one task, when a disk cache lets the workers share the vectors.
+
+    Without it, the open and the closed task of an embedding detector each load the model
+    and encode the same texts, in two workers at once, on a cold cache.
+    """
+    from detectors.embedding_model import CACHE_ENV
+
+    if not os.environ.get(CACHE_ENV):
+        return []
+    count: dict[str, int] = {}
+    specs: dict[str, Any] = {}
+    for _, spec in tasks:
+        count[spec.label] = count.get(spec.label, 0) + 1
+        specs[spec.label] = spec
+    return [spec for label, spec in specs.items()
+            if count[label] > 1 and prefetches(spec.build())]
+
+
+def _worker(conn: Any, cell: Any, limit: float | None) -> None:
+    worker_signals()  # the parent handles Ctrl-C and terminates us
+    while True:
+        task = conn.recv()
+        if task is None:
+            return
+        conn.send(_run_guarded(task, Watchdog(limit, cell)))
+
+
+class _Worker:
+    def __init__(self, ctx: Any, limit: float | None) -> None:
+        self.cell = ctx.RawValue("d", 0.0)
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child, self.cell, limit), daemon=True)
+        self.proc.start()
+        child.close()
+        self.task: tuple[str, Any] | None = None
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc.is_alive():
+            self.proc.kill() if kill else self.proc.terminate()
+        self.proc.join(2)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(2)
+        self.conn.close()
+
+
+def _overran(cell: Any, hard: float) -> bool:
+    """Whether the worker's current detector call started more than ``hard`` seconds ago.
+
+    The cell is read once: the worker sets it to 0 between calls, and reading it again for
+    the subtraction could see that 0 and take the machine's uptime for the call's duration.
+    """
+    started = cell.value
+    return bool(started) and time.monotonic() - started > hard
+
+
+def _death(proc: Any) -> str:
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"worker died of signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"worker died of signal {-code}"
+    return f"worker exited with code {code}"
+
+
+def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], scenarios: Sequence[Scenario],
+              workers: int = 0, progress: bool = False, check_timeout: float | None = None,
+              on_result: Callable[[tuple[str, str], Any], None] | None = None) -> dict[tuple[str, str], Any]:
+    """Run every (kind, DetectorSpec) task; ``workers`` 0 means one per core, 1 in this process."""
+    n = workers or default_workers()
+    bar = None
+    if progress and tasks:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(tasks), desc="detectors", unit="task", file=sys.stderr, leave=False, dynamic_ncols=True)
+    out: dict[tuple[str, str], Any] = {}
+
+    def done(key: tuple[str, str], value: Any) -> None:
+        out[key] = value
+        if on_result is not None:
+            on_result(key, value)
+        if bar:
+            bar.update()
+
+    _init(episodes, scenarios)
+    try:
+        if n <= 1 or len(tasks) <= 1:
+            for t in tasks:
+                done(*_run_guarded(t, Watchdog(check_timeout)))
+        else:
+            _run_pool(tasks, min(n, len(tasks)), check_timeout, done)
+    finally:
+        if bar:
+            bar.close()
+    return out
+
+
+def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
+              done: Callable[[tuple[str, str], Any], None]) -> None:
+    ctx = fork_context()
+    # Closed-loop tasks are the long ones: start them first so the workers end together.
+    # ``pending`` is a stack: the next task is at the end.
+    order = sorted(tasks, key=lambda t: (t[0] != "closed",))
+    shared = shared_prefetch(tasks)
+    labels = {spec.label for spec in shared}
+    held = [t for t in order if t[1].label in labels]
+    pending = [t for t in order if t[1].label not in labels][::-1]
+    if shared:
+        # Model-backed detectors encode the suite once, in one worker, while the others run;
+        # their tasks start after, on a warm cache.
+        pending.append(("prefetch", shared))
+    hard = hard_limit(limit) if limit else None
+    pool: list[_Worker] = []
+    try:
+        while pending or any(w.task for w in pool):
+            for w in pool:
+                if w.task is None and pending:
+                    w.task = pending.pop()
+                    w.conn.send(w.task)
+            while pending and len(pool) < n:
+                w = _Worker(ctx, limit)
+                pool.append(w)
+                w.task = pending.pop()
+                w.conn.send(w.task)
+            busy = [w for w in pool if w.task is not None]
+            wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=0.5)
+            for w in busy:
+                failure = None
+                if w.conn.poll():
+                    try:
+                        key, value = w.conn.recv()
+                    except (EOFError, OSError):
+                        failure = _death(w.proc) if not w.proc.is_alive() else "worker sent no result"
+                    else:
+                        w.task = None
+                        if key[0] == "prefetch":
+                            pending.extend(held[::-1])
+                        else:
+                            done(key, value)
+                        continue
+                elif not w.proc.is_alive():
+                    failure = _death(w.proc)
+                elif hard is not None and _overran(w.cell, hard):
+                    failure = (f"a detector call ran over {hard:g} s and could not be interrupted "
+                               f"(--check-timeout {limit:g}); its worker was killed")
+                if failure is not None:
+                    task, w.task = w.task, None
+                    w.stop(kill=True)
+                    pool.remove(w)
+                    if task[0] == "prefetch":
+                        pending.extend(held[::-1])  # they encode their own texts
+                    else:
+                        done((task[0], task[1].label), failed_task(task, failure))
+    finally:
+        for w in pool:
+            if w.proc.is_alive() and w.task is None:
+                try:
+                    w.conn.send(None)
+                except OSError:
+                    pass
+        for w in pool:
+            w.stop(kill=w.task is not None)

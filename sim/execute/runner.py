@@ -1,0 +1,250 @@
+"""The runner: a suite's episodes through every detector, open and closed loop, into a run folder.
+
+Data flows one way: suite -> scenarios -> episodes -> per-call scores -> outcomes ->
+metrics -> files. Every file is written atomically; ``metrics.csv`` holds only
+deterministic figures, measured costs go to ``timings.csv``.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from detectors.protocol import Detector, cost_counters
+from scenarios.base import Scenario, make_scenario
+from scenarios.trace import write_trace
+from scenarios.tree import Episode
+from sim.config.manifest import build_manifest
+from sim.config.spec import RunConfig
+from sim.execute.checkpoint import Checkpoints
+from sim.execute.engines import Engine
+from sim.execute.tasks import OpenResult, run_open, timing_row
+from sim.files import write_csv, write_json
+from sim.play.harness import ClosedLoopStats, generate
+from sim.play.watchdog import Watchdog
+from sim.scoring.outcomes import (Outcome, ScoringUnits, advisory_rate, alarms_from, composite, load_profiles,
+                                  scoring_units, summarize)
+
+CALL_COLUMNS = ["detector", "episode", "family", "call_id", "node", "call_index", "depth", "tool", "score", "verdict",
+                "label_loop", "label_kind"]
+EPISODE_COLUMNS = ["detector", "episode", "family", "unit", "outcome", "onset", "first_alarm", "delay", "late", "error"]
+METRIC_COLUMNS = ["detector", "family", "episodes", "tn", "fp", "early", "tp", "miss", "late", "errors",
+                  "false_alarm_rate", "miss_rate", "early_rate", "recall", "precision", "f1", "median_delay",
+                  "mean_delay", "alarms_per_1k", "score_standard", "score_low_FP", "score_low_FN"]
+TIMING_COLUMNS = ["detector", "mode", "checks", "p50_us", "p95_us", "mean_us", "total_s", "model_calls", "cache_hit_rate"]
+_OUTCOME_FIELDS = tuple(f.name for f in fields(Outcome))
+CLOSED_COLUMNS = ["detector", "episode", "family", "ended", "success", "executed", "wasted_calls", "wasted_spend",
+                  "spend", "nudge", "prune", "escalate", "stop", "false_interventions", "error"]
+CLOSED_METRIC_COLUMNS = ["detector", "family", "episodes", "success_rate", "wasted_calls", "wasted_spend", "spend",
+                         "interventions", "nudges", "prunes", "escalations", "stops", "false_interventions",
+                         "errors", "ended"]
+
+
+def _bar(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="ep", file=sys.stderr, leave=False, dynamic_ncols=True)
+
+
+def build_scenarios(families: Sequence[str], episodes: int, seed: int, family_params: dict[str, dict[str, Any]]) -> list[Scenario]:
+    return [make_scenario(f, i, seed, **family_params.get(f, {})) for f in families for i in range(episodes)]
+
+
+def generate_episodes(scenarios: Sequence[Scenario], progress: bool = False) -> list[Episode]:
+    bar = _bar(len(scenarios), "generate", progress)
+    out = []
+    for sc in scenarios:
+        out.append(generate(sc))
+        if bar:
+            bar.update()
+    if bar:
+        bar.close()
+    return out
+
+
+def metric_rows(label: str, episodes: Sequence[Episode], res: OpenResult, delta: int,
+                profiles: dict[str, dict[str, float]],
+                units: Mapping[str, ScoringUnits] | None = None) -> tuple[list[dict], list[dict]]:
+    """Metric rows (per family and ``all``) and outcome rows of one detector's open-loop result.
+
+    ``units``: the episodes' scoring units by id, when the caller scores several detectors
+    over the same episodes and builds them once.
+    """
+    by_family: dict[str, list[Outcome]] = defaultdict(list)
+    outcome_rows = []
+    for ep in episodes:
+        u = units[ep.id] if units is not None else scoring_units(ep)
+        if ep.id in res.errors:
+            outs = u.outcomes({}, delta, error=res.errors[ep.id])
+        else:
+            outs = u.outcomes(alarms_from(res.scores[ep.id]), delta)
+        for o in outs:
+            by_family[o.family].append(o)
+            row = {"detector": label}
+            for f in _OUTCOME_FIELDS:  # dataclasses.asdict deep-copies: a noticeable share of a run
+                row[f] = getattr(o, f)
+            outcome_rows.append(row)
+    rows = []
+    fam_eps: dict[str, list[Episode]] = defaultdict(list)
+    for ep in episodes:
+        fam_eps[ep.family].append(ep)
+    groups = [(f, by_family[f], fam_eps[f]) for f in sorted(by_family)]
+    groups.append(("all", [o for f in sorted(by_family) for o in by_family[f]], list(episodes)))
+    for fam, outs, eps in groups:
+        row = {"detector": label, "family": fam, **summarize(outs, delta)}
+        alarms, calls = advisory_rate(eps, res.scores)
+        row["alarms_per_1k"] = 1000.0 * alarms / calls if calls else None
+        for pname, w in profiles.items():
+            row[f"score_{pname}"] = composite(outs, w, delta) if any(o.outcome != "unlabelled" for o in outs) else None
+        rows.append(row)
+    return rows, outcome_rows
+
+
+def closed_rows(label: str, scenarios: Sequence[Scenario], stats: dict[str, ClosedLoopStats]) -> tuple[list[dict], list[dict]]:
+    per_ep = []
+    for sc in scenarios:
+        st = stats[sc.id]
+        per_ep.append({
+            "detector": label, "episode": sc.id, "family": sc.family, "ended": st.ended, "success": st.success,
+            "executed": st.executed, "wasted_calls": st.wasted_calls, "wasted_spend": st.wasted_spend, "spend": st.spend,
+            "nudge": st.interventions.get("nudge", 0), "prune": st.interventions.get("prune", 0),
+            "escalate": st.interventions.get("escalate", 0), "stop": st.interventions.get("stop", 0),
+            "false_interventions": st.false_interventions, "error": st.detector_error,
+        })
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in per_ep:
+        groups[r["family"]].append(r)
+    out = []
+    for fam, rs in [(f, groups[f]) for f in sorted(groups)] + [("all", per_ep)]:
+        ended = Counter(r["ended"] for r in rs)
+        out.append({
+            "detector": label, "family": fam, "episodes": len(rs),
+            "success_rate": sum(r["success"] for r in rs) / len(rs),
+            "wasted_calls": sum(r["wasted_calls"] for r in rs), "wasted_spend": sum(r["wasted_spend"] for r in rs),
+            "spend": sum(r["spend"] for r in rs),
+            "interventions": sum(r["nudge"] + r["prune"] + r["escalate"] + r["stop"] for r in rs),
+            "nudges": sum(r["nudge"] for r in rs), "prunes": sum(r["prune"] for r in rs),
+            "escalations": sum(r["escalate"] for r in rs), "stops": sum(r["stop"] for r in rs),
+            "false_interventions": sum(r["false_interventions"] for r in rs),
+            "errors": sum(1 for r in rs if r["error"]),
+            "ended": ";".join(f"{k}={v}" for k, v in sorted(ended.items())),
+        })
+    return out, per_ep
+
+
+def open_rows(label: str, res: OpenResult, episodes: Sequence[Episode], delta: int,
+              profiles: dict[str, dict[str, float]], nodes: dict | None = None,
+              units: Mapping[str, ScoringUnits] | None = None):
+    """Metrics, outcome and per-call rows of one detector's open-loop result."""
+    metrics, outcomes = metric_rows(label, episodes, res, delta, profiles, units)
+    nodes = nodes if nodes is not None else {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
+    fam_of = {ep.id: ep.family for ep in episodes}
+    calls = []
+    for ep in episodes:  # episode order, not completion order: files stay deterministic
+        for s in res.scores.get(ep.id, ()):
+            node = nodes[(ep.id, s.node_id)]
+            calls.append({
+                "detector": label, "episode": ep.id, "family": fam_of[ep.id], "call_id": node.call.call_id,
+                "node": s.node_id, "call_index": s.call_index, "depth": s.depth, "tool": node.call.tool,
+                "score": s.score, "verdict": s.verdict.value,
+                "label_loop": node.label.loop if node.label else None,
+                "label_kind": node.label.kind if node.label else None,
+            })
+    return metrics, outcomes, calls
+
+
+def evaluate_open(built: Sequence[tuple[str, Detector]], episodes: Sequence[Episode], delta: int,
+                  profiles: dict[str, dict[str, float]], progress: bool = False, check_timeout: float | None = None):
+    """Score every episode with every detector in this process: (metrics, outcomes, calls, timings, errors)."""
+    metrics, outcomes, calls, timings = [], [], [], []
+    errors: dict[str, int] = {}
+    nodes = {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
+    units = {ep.id: scoring_units(ep) for ep in episodes}
+    bar = _bar(len(episodes) * len(built), "open loop", progress)
+    for label, det in built:
+        with Watchdog(check_timeout) as watch:
+            res = run_open(label, det, episodes, bar, watch)
+        m, o, c = open_rows(label, res, episodes, delta, profiles, nodes, units)
+        metrics += m
+        outcomes += o
+        calls += c
+        errors[label] = len(res.errors)
+        ns = [x.ns for sc in res.scores.values() for x in sc]
+        timings.append(timing_row(label, "open", ns, res.seconds, cost_counters(det)))
+    if bar:
+        bar.close()
+    return metrics, outcomes, calls, timings, errors
+
+
+def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Run the benchmark and write the run folder's result files (the report is a separate
+    step: ``sim.report``). Returns a summary for ``--json``."""
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    engine = config.engine or Engine()
+    parts = Checkpoints(out, config.config_hash(), config.resolved())
+    parts.start(config.resume)  # raises ResumeError before any work
+    profiles_version, profiles = load_profiles()
+    t_start = time.perf_counter()
+    scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params)
+    episodes = generate_episodes(scenarios, config.progress)
+    write_trace(out / "trace.jsonl", episodes)
+    phases = {"generate": time.perf_counter() - t_start}
+    log(f"generated {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls "
+        f"({phases['generate']:.1f} s)")
+    built = [(d.label, d.build()) for d in config.detectors]  # fails fast on a bad detector
+    kinds = [k for k in ("open", "closed") if config.mode in (k, "both")]
+    tasks = [(k, d) for k in kinds for d in config.detectors]
+    results = parts.load(tasks, log) if config.resume else {}
+    if config.resume:
+        log(f"resuming: {len(results)} of {len(tasks)} detector tasks already done")
+    results.update(engine.run([t for t in tasks if (t[0], t[1].label) not in results], episodes, scenarios,
+                                     progress=config.progress, check_timeout=config.check_timeout,
+                                     on_result=parts.save))
+    phases["detectors"] = time.perf_counter() - t_start - phases["generate"]
+    log(f"ran {len(tasks)} detector tasks on the {engine.name} engine ({phases['detectors']:.1f} s)")
+    metrics, outcomes, calls, timings, errors = [], [], [], [], {}
+    closed_m, closed_e = [], []
+    nodes = {(ep.id, n.id): n for ep in episodes for n in ep.tool_nodes()}
+    units = {ep.id: scoring_units(ep) for ep in episodes}
+    for d in config.detectors:
+        if "open" in kinds:
+            res, timing = results[("open", d.label)]
+            m, o, c = open_rows(d.label, res, episodes, config.delta, profiles, nodes, units)
+            metrics += m
+            outcomes += o
+            calls += c
+            errors[d.label] = len(res.errors)
+            timings.append(timing)
+    for d in config.detectors:
+        if "closed" in kinds:
+            stats, timing = results[("closed", d.label)]
+            m, e = closed_rows(d.label, scenarios, stats)
+            closed_m += m
+            closed_e += e
+            timings.append(timing)
+    wall = time.perf_counter() - t_start
+    phases["assemble"] = wall - phases["generate"] - phases["detectors"]
+    write_csv(out / "metrics.csv", metrics, METRIC_COLUMNS)
+    write_csv(out / "episodes.csv", outcomes, EPISODE_COLUMNS)
+    write_csv(out / "calls.csv", calls, CALL_COLUMNS)
+    write_csv(out / "timings.csv", timings, TIMING_COLUMNS)
+    if closed_m:
+        write_csv(out / "closed_metrics.csv", closed_m, CLOSED_METRIC_COLUMNS)
+        write_csv(out / "closed.csv", closed_e, CLOSED_COLUMNS)
+    manifest = build_manifest(
+        "run", config.resolved(), config.detectors, [det for _, det in built], profiles_version=profiles_version,
+        profiles=profiles, seeds={"suite": config.seed}, episodes=len(episodes),
+        tool_calls=sum(len(e.tool_nodes()) for e in episodes), detector_errors=errors, engine=engine.name,
+        wall_seconds=round(wall, 3), phase_seconds={k: round(v, 3) for k, v in phases.items()})
+    write_json(out / "manifest.json", manifest)
+    parts.finish()
+    log(f"wrote the run folder ({time.perf_counter() - t_start - phases['generate'] - phases['detectors']:.1f} s)")
+    return {"out": str(out), "config_hash": manifest["config_hash"], "episodes": len(episodes),
+            "wall_seconds": manifest["wall_seconds"], "metrics": [r for r in metrics if r["family"] == "all"],
+            "closed": [r for r in closed_m if r["family"] == "all"], "detector_errors": errors}

@@ -1,0 +1,1 @@
+"""Playing episodes: the open-loop scorer, the closed-loop harness, the per-check watchdog, label validation."""

@@ -1,0 +1,241 @@
+"""The harness: plays a scenario's agent against its world with a detector in the loop.
+
+With no detector it records the episode as the agent would run unguarded: that is
+the open-loop episode, labelled call by call from the world's facts. With a detector
+(closed loop) every verdict changes the run: a nudge replaces the observation and the
+agent reacts as its persona does, a prune drops the call (a turn whose calls are all
+pruned ends its branch), an escalation or a stop ends the episode.
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from detectors.protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
+from scenarios.agents import Agent, AgentState, Turn
+from scenarios.base import Scenario
+from scenarios.world import TOKEN_PRICE, WorldState
+
+from sim.play.openloop import DetectorFailure, valid_decision
+from scenarios.tree import Episode, Label, ThinkNode, ToolNode
+from sim.play.watchdog import Watchdog
+
+
+class LabelError(AssertionError):
+    """A generated episode whose world-derived labels disagree with its script."""
+
+
+@dataclass
+class ClosedLoopStats:
+    ended: str = "completed"  # completed | gave_up | pruned | stopped | escalated | budget | blocked
+    success: bool = False
+    executed: int = 0
+    wasted_calls: int = 0  # executed calls that gained nothing
+    wasted_spend: float = 0.0  # USD: tool prices + tokens of those calls
+    spend: float = 0.0
+    interventions: Counter = field(default_factory=Counter)  # verdict -> count
+    false_interventions: int = 0  # interventions on calls that would have gained something
+    check_ns: list[int] = field(default_factory=list)
+    detector_error: str | None = None
+
+
+@dataclass
+class SimResult:
+    episode: Episode
+    stats: ClosedLoopStats
+    mismatches: list[str]
+
+
+@dataclass
+class _Frame:
+    parent: str | None
+    agent: AgentState
+    world: WorldState
+    det: Any
+    known: frozenset[str]
+    calls: int
+
+
+def simulate(scenario: Scenario, detector: Detector | None = None, *, recording: bool = False,
+             watch: Watchdog | None = None) -> SimResult:
+    """Play ``scenario`` with ``detector`` in the loop (``None``: unguarded).
+
+    ``recording`` marks the detector as the scenario's recording guard: it acts once
+    (after its first intervention the run continues unguarded), and it may only nudge a
+    call the world says is redundant, or the recorded story would not be the one the
+    family tells. ``watch`` marks every detector call for the per-check time limit; a
+    detector that returns something other than a ``Decision`` raises ``DetectorFailure``.
+    """
+    watch = watch if watch is not None else Watchdog(None)
+    begin, end = watch.begin, watch.end
+    agent = Agent(scenario.persona, scenario.seed, scenario.recover_p)
+    world = scenario.world
+    ep = Episode(scenario.id, scenario.family, scenario.seed, dict(scenario.meta))
+    if scenario.scored_from:
+        ep.meta["scored_from"] = scenario.scored_from
+    stats = ClosedLoopStats()
+    mismatches: list[str] = []
+    # A recording guard follows the path even if it counts run-wide in a harness: the
+    # nudge in the trace must be about this path's own repeats, never a sibling's.
+    run_scope = detector is not None and getattr(detector, "scope", "path") == "run" and not recording
+    begin()
+    run_state = detector.start() if detector is not None else None
+    end()
+    stack = [_Frame(None, agent.start(scenario.script), WorldState(), run_state, frozenset(), 0)]
+    leaf_outcomes: list[tuple[str, bool]] = []
+    turn_no = 0
+    perf = time.perf_counter_ns
+
+    def check(det_state: Any, call: ToolCall) -> Decision:
+        begin()
+        t0 = perf()
+        d = detector.check(det_state, call)
+        stats.check_ns.append(perf() - t0)
+        end()
+        if not valid_decision(d):
+            raise DetectorFailure(f"check() returned {type(d).__name__}, not a Decision")
+        return d
+
+    halted: str | None = None
+    spent = False
+    while stack and halted is None:
+        fr = stack.pop()
+        if fr.calls >= scenario.horizon:
+            leaf_outcomes.append(("budget", False))
+            continue
+        turn = agent.propose(fr.agent, f"t{turn_no}-c")
+        think = ThinkNode(f"t{turn_no}", fr.parent, Message("assistant", turn.thought, turn.plan))
+        turn_no += 1
+        ep.add(think)
+        det = run_state if run_scope else fr.det
+        if detector is not None:
+            begin()
+            det = detector.on_message(det, think.message)
+            end()
+        if turn.final:
+            done = agent.observe(fr.agent, turn, ())
+            gave_up = fr.agent.looping and not fr.agent.loop_done
+            leaf_outcomes.append(("gave_up" if gave_up else ("blocked" if done.failed else "completed"), not done.failed))
+            if run_scope:
+                run_state = det
+            continue
+        branch = turn.mode == "branch"
+        parent = think.id
+        results: list[Observation | None] = []
+        children: list[_Frame] = []
+        ws, known, ncalls = fr.world, fr.known, fr.calls
+        for i, call in enumerate(turn.calls):
+            call = ToolCall(call.tool, call.args, call.call_id, call.step, turn_no - 1)
+            res = world.execute(ws, call)
+            is_loop = res.facts <= known
+            expected = turn.expect_loop[i] if i < len(turn.expect_loop) else False
+            if expected != is_loop:
+                mismatches.append(f"{ep.id}: call {call.call_id} {call.tool}({dict(call.args)}) expected "
+                                  f"{'loop' if expected else 'progress'} but the world says "
+                                  f"{'it gains nothing' if is_loop else 'it gains ' + ', '.join(sorted(res.facts - known))}")
+            label = Label(is_loop, (turn.kind or "loop") if is_loop else None)
+            # A recording guard is one-shot: after its first intervention the harness
+            # records unguarded (the loop it handled is history, what follows is the agent's).
+            guarded = detector is not None and not (recording and spent)
+            decision = check(det, call) if guarded else None
+            verdict = decision.verdict if decision is not None else Verdict.ALLOW
+            price = tokens = 0
+            if verdict is Verdict.ALLOW:
+                obs: Observation | None = res.observation
+                price, tokens = res.price, res.tokens
+                stats.executed += 1
+                spend = price + tokens * TOKEN_PRICE
+                stats.spend += spend
+                if is_loop:
+                    stats.wasted_calls += 1
+                    stats.wasted_spend += spend
+            else:
+                spent = True
+                stats.interventions[str(verdict)] += 1
+                if not is_loop:
+                    stats.false_interventions += 1
+                if recording and (not is_loop or verdict is not Verdict.NUDGE):
+                    mismatches.append(f"{ep.id}: the recording guard answered {verdict} on call {call.call_id} "
+                                      f"{call.tool}({dict(call.args)}), which {'is redundant' if is_loop else 'gains something'}")
+                obs = Observation(decision.message or decision.reason or "Call refused by the loop guard.", nudge=True) \
+                    if verdict is Verdict.NUDGE else None
+                if obs is not None:
+                    tokens = len(obs.content) // 4
+            node = ToolNode(f"n{turn_no - 1}-{i}", parent, call, obs, label, price, tokens)
+            ep.add(node)
+            if guarded:
+                begin()
+                det_after = detector.record(det, call, decision, obs)
+                end()
+            else:
+                det_after = det
+            if verdict in (Verdict.ESCALATE, Verdict.STOP):
+                halted = "escalated" if verdict is Verdict.ESCALATE else "stopped"
+                break
+            results.append(obs)
+            if branch:
+                if obs is not None:
+                    child_agent = agent.enter_branch(agent.observe(fr.agent, _single(turn, i), (obs,)), i)
+                    child_ws = res.state if verdict is Verdict.ALLOW else ws
+                    child_known = known | res.facts if verdict is Verdict.ALLOW else known
+                    children.append(_Frame(node.id, child_agent, child_ws, None if run_scope else det_after,
+                                           child_known, ncalls + 1))
+                if run_scope:
+                    det = det_after
+            else:
+                det = det_after
+                if obs is not None:
+                    parent = node.id
+                    ncalls += 1
+                    if verdict is Verdict.ALLOW:
+                        ws, known = res.state, known | res.facts
+        if run_scope:
+            run_state = det
+        if halted:
+            break
+        if branch:
+            if not children:
+                leaf_outcomes.append(("pruned", False))
+            stack.extend(reversed(children))
+        else:
+            if turn.calls and all(r is None for r in results):
+                # The seed's rule: a turn whose calls were all pruned completes with no children.
+                leaf_outcomes.append(("pruned", False))
+                continue
+            stack.append(_Frame(parent, agent.observe(fr.agent, turn, results), ws, None if run_scope else det, known, ncalls))
+    if halted:
+        stats.ended, stats.success = halted, False
+    elif leaf_outcomes:
+        # The episode succeeds when every path finished its work.
+        stats.success = all(ok for _, ok in leaf_outcomes)
+        bad = [o for o, ok in leaf_outcomes if not ok]
+        stats.ended = bad[0] if bad else "completed"
+    return SimResult(ep, stats, mismatches)
+
+
+def _single(turn: Turn, i: int) -> Turn:
+    return Turn(turn.thought, (turn.calls[i],), "join", (turn.expect_loop[i],) if i < len(turn.expect_loop) else (False,),
+                turn.kind, turn.plan)
+
+
+def generate(scenario: Scenario, validate: bool = True) -> Episode:
+    """The open-loop episode of a scenario: the agent unguarded (or under the scenario's
+    recording guard), labels from the world.
+
+    With ``validate`` a disagreement between the script's intent and the world's facts
+    raises ``LabelError`` naming every offending call.
+    """
+    guard = None
+    if scenario.recording_guard is not None:
+        from detectors.registry import make_detector
+
+        name, params = scenario.recording_guard
+        guard = make_detector(name, **params)
+    res = simulate(scenario, guard, recording=True)
+    if guard is not None:
+        res.episode.meta["recording_guard"] = {"detector": scenario.recording_guard[0], **scenario.recording_guard[1]}
+    if validate and res.mismatches:
+        raise LabelError(f"{len(res.mismatches)} label(s) disagree with the world:\n" + "\n".join(res.mismatches[:20]))
+    return res.episode

@@ -1,0 +1,100 @@
+"""Open-loop replay: a fixed episode, every proposed call scored by a detector.
+
+Path-scoped detectors extend their parent's state at every node, so each branch sees
+only its own path; run-scoped detectors get one state threaded through the calls in
+execution order. Nothing about the episode changes: in open loop a verdict is only
+recorded, and the call's real observation is what the detector learns from.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from detectors.protocol import Decision, Detector, Verdict
+
+from scenarios.tree import Episode, ThinkNode, ToolNode
+from sim.scoring.outcomes import CallScore
+from sim.play.watchdog import CheckTimeout, Watchdog
+
+
+class DetectorFailure(Exception):
+    """A detector raised or returned garbage; carries a one-line description."""
+
+
+def describe(exc: BaseException) -> str:
+    """One line naming an exception, even one whose ``__str__`` raises."""
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001
+        text = type(exc).__name__
+    return text.splitlines()[0][:300] if text.strip() else type(exc).__name__
+
+
+def valid_decision(decision: Any) -> bool:
+    return isinstance(decision, Decision) and isinstance(decision.verdict, Verdict) and isinstance(decision.score, (int, float))
+
+
+def score_episode(detector: Detector, episode: Episode, watch: Watchdog | None = None) -> list[CallScore]:
+    """Score every tool call of ``episode`` in trace order.
+
+    Raises ``DetectorFailure`` if the detector raises or returns something that is not a
+    ``Decision``, or if one of its calls overruns ``watch``'s limit (``sim.play.watchdog``);
+    the caller decides how that episode is scored.
+    """
+    watch = watch if watch is not None else Watchdog(None)
+    begin, end = watch.begin, watch.end
+    run_scope = getattr(detector, "scope", "path") == "run"
+    perf = time.perf_counter_ns
+    out: list[CallScore] = []
+    try:
+        begin()
+        start_state = detector.start()
+        end()
+        state_after: dict[str | None, Any] = {None: start_state}
+        depth_after: dict[str | None, int] = {None: 0}
+        run_state = start_state
+        call_index = 0
+        for node in episode.nodes:
+            parent = node.parent
+            state = run_state if run_scope else state_after[parent]
+            depth = depth_after[parent]
+            if isinstance(node, ThinkNode):
+                begin()
+                new_state = detector.on_message(state, node.message)
+                end()
+                new_depth = depth
+            else:
+                call = node.call
+                begin()
+                t0 = perf()
+                decision = detector.check(state, call)
+                new_state = detector.record(state, call, decision, node.observation)
+                elapsed = perf() - t0
+                end()
+                if not valid_decision(decision):
+                    raise DetectorFailure(f"check() returned {type(decision).__name__}, not a Decision")
+                score = float(decision.score)
+                if score != score:  # NaN
+                    raise DetectorFailure(f"check() returned a NaN score on call {node.call.call_id!r}")
+                out.append(CallScore(node.id, call_index, depth, score, decision.verdict, elapsed))
+                call_index += 1
+                new_depth = depth + 1
+            if run_scope:
+                run_state = new_state
+            else:
+                state_after[node.id] = new_state
+            depth_after[node.id] = new_depth
+    except DetectorFailure:
+        raise
+    except CheckTimeout as exc:
+        raise DetectorFailure(str(exc)) from None
+    except Exception as exc:  # a third-party detector may raise anything
+        raise DetectorFailure(describe(exc)) from exc
+    finally:
+        end()
+    return out
+
+
+def path_calls(episode: Episode) -> list[list[ToolNode]]:
+    """The tool calls of every root-to-leaf path, in order."""
+    return [[n for n in path if isinstance(n, ToolNode)] for path in episode.paths()]

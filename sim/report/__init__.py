@@ -1,0 +1,1 @@
+"""Reports of run folders: analysis (intervals, thresholds), plots, the scoreboard, the full report."""

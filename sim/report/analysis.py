@@ -1,0 +1,347 @@
+"""Everything a report shows, recomputed from run folders: intervals, paired differences,
+threshold operating points and the Δ sensitivity view.
+
+Inputs are the files a run writes (``manifest.json``, ``trace.jsonl``, ``calls.csv``,
+``episodes.csv``, ``timings.csv``, ``closed.csv``, ``closed_metrics.csv``); nothing is
+re-run. Several run folders (several simulator seeds of one configuration) are pooled:
+their episodes get a ``r<i>:`` prefix and count as more episodes of each family.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_profiles, scoring_units, summarize
+from sim.scoring.thresholds import (FAR_TARGETS, CallScores, candidate_values, check_contract, heldout_totals, pick_best,
+                         pick_calibrated, sweep, sweep_metrics, take)
+from scenarios.trace import read_trace
+from sim.scoring.uncertainty import Bootstrap, advisory_counts, episode_totals, metrics_from_totals, percentile_interval
+
+#: Windows of the Δ sensitivity view (calls after the onset).
+DELTAS = (0, 1, 2, 3, 5, 8, 10)
+PAIRED_METRICS = ("score_standard", "miss_rate", "false_alarm_rate")
+CLOSED_FIELDS = ("episodes", "success", "wasted_calls", "wasted_spend", "false_interventions")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    return pd.read_csv(path, keep_default_na=False, na_values=[""], low_memory=False)
+
+
+@dataclass
+class RunData:
+    """One or more run folders, loaded and pooled."""
+
+    dirs: list[Path]
+    manifests: list[dict[str, Any]]
+    units: dict[str, ScoringUnits]
+    calls: pd.DataFrame
+    outcomes: pd.DataFrame
+    timings: pd.DataFrame
+    closed: pd.DataFrame
+    closed_metrics: pd.DataFrame
+    metrics: pd.DataFrame
+    detectors: list[str]
+    specs: dict[str, tuple[str, dict[str, Any]]]
+    delta: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def pooled(self) -> bool:
+        return len(self.dirs) > 1
+
+
+def load_runs(dirs: Sequence[str | Path]) -> RunData:
+    """Read run folders; raises ``FileNotFoundError`` naming a folder without a manifest."""
+    dirs = [Path(d) for d in dirs]
+    manifests, calls, outcomes, timings, closed, closed_m, metrics = [], [], [], [], [], [], []
+    units: dict[str, ScoringUnits] = {}
+    notes: list[str] = []
+    specs: dict[str, tuple[str, dict[str, Any]]] = {}
+    deltas = set()
+    for i, d in enumerate(dirs):
+        mpath = d / "manifest.json"
+        if not mpath.is_file():
+            raise FileNotFoundError(f"{d}: not a run folder (no manifest.json)")
+        man = json.loads(mpath.read_text())
+        manifests.append(man)
+        deltas.add(int(man.get("config", {}).get("delta", DELTA)))
+        prefix = f"r{i}:" if len(dirs) > 1 else ""
+        for det in man.get("config", {}).get("detectors", []):
+            specs.setdefault(det["label"], (det["spec"], det.get("params", {})))
+        trace = d / "trace.jsonl"
+        sources = [Path(s) for s in man.get("sources", [])] if not trace.exists() else [trace]
+        for src in sources:
+            if src.exists() and src.suffix in (".jsonl", ".json"):
+                for ep in read_trace(src).episodes:
+                    ep.id = prefix + ep.id
+                    units[ep.id] = scoring_units(ep)
+        if not units:
+            notes.append(f"{d}: no trace to re-score from; threshold sweeps and the Δ view are left out")
+        for name, acc in (("calls.csv", calls), ("episodes.csv", outcomes), ("timings.csv", timings),
+                          ("closed.csv", closed), ("closed_metrics.csv", closed_m), ("metrics.csv", metrics)):
+            df = _read_csv(d / name)
+            if len(df):
+                if "episode" in df:
+                    df["episode"] = prefix + df["episode"].astype(str)
+                df["run"] = i
+                acc.append(df)
+    if len(deltas) > 1:
+        notes.append(f"the pooled runs used different windows Δ {sorted(deltas)}; the first is used")
+
+    def cat(frames):
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    out, calls_df = cat(outcomes), cat(calls)
+    dets = list(dict.fromkeys(out["detector"])) if len(out) else list(dict.fromkeys(cat(closed_m).get("detector", [])))
+    if len(dirs) > 1 and len(out):
+        # Pool only detectors every run scored, or their numbers would cover different episodes.
+        common = [d for d in dets if all(d in set(f["detector"]) for f in outcomes)]
+        dropped = [d for d in dets if d not in common]
+        if dropped:
+            notes.append(f"left out of the pooled open-loop tables (not in every run): {', '.join(dropped)}")
+        dets = common
+        out = out[out["detector"].isin(dets)].reset_index(drop=True)
+        calls_df = calls_df[calls_df["detector"].isin(dets)].reset_index(drop=True) if len(calls_df) else calls_df
+        if len(closed) not in (0, len(dirs)):
+            notes.append(f"closed-loop tables come from the {len(closed)} of {len(dirs)} runs that ran closed loop")
+    return RunData(dirs, manifests, units, calls_df, out, cat(timings), cat(closed), cat(closed_m), cat(metrics),
+                   dets, specs, next(iter(sorted(deltas))) if deltas else DELTA, notes)
+
+
+def _outcome_objects(df: pd.DataFrame) -> list[Outcome]:
+    res = []
+    for r in df.itertuples(index=False):
+        res.append(Outcome(r.episode, r.family, str(r.unit), r.outcome,
+                           None if pd.isna(r.onset) else int(r.onset),
+                           None if pd.isna(r.first_alarm) else int(r.first_alarm),
+                           None if pd.isna(r.delay) else int(r.delay), bool(r.late) if not pd.isna(r.late) else False,
+                           None if pd.isna(r.error) or r.error == "" else str(r.error)))
+    return res
+
+
+def _label_loop(series: pd.Series) -> list:
+    return [True if v is True or v == "true" or v == "True" else (False if v is False or v in ("false", "False") else None)
+            for v in series.tolist()]
+
+
+@dataclass
+class Analysis:
+    data: RunData
+    profiles_version: str
+    profiles: dict[str, dict[str, float]]
+    rounds: int
+    seed: int
+    intervals: list[dict] = field(default_factory=list)
+    paired: list[dict] = field(default_factory=list)
+    thresholds: list[dict] = field(default_factory=list)
+    curves: list[dict] = field(default_factory=list)  # per detector and value: far, miss, median delay, score
+    delta_rows: list[dict] = field(default_factory=list)
+    closed_intervals: list[dict] = field(default_factory=list)
+    closed_paired: list[dict] = field(default_factory=list)
+    delays: dict[str, list[int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _closed_metrics(t: np.ndarray, profiles=None) -> dict[str, np.ndarray]:
+    g = {f: t[..., i] for i, f in enumerate(CLOSED_FIELDS)}
+    n = np.where(g["episodes"] > 0, g["episodes"], np.nan)
+    return {"success_rate": g["success"] / n, "wasted_calls_per_episode": g["wasted_calls"] / n,
+            "wasted_spend_per_episode": g["wasted_spend"] / n,
+            "false_interventions_per_episode": g["false_interventions"] / n}
+
+
+def analyse(data: RunData, *, rounds: int = 1000, seed: int = 0, deltas: Sequence[int] = DELTAS) -> Analysis:
+    """Compute every table of the report from loaded run data."""
+
+    version, profiles = load_profiles()
+    an = Analysis(data, version, profiles, rounds, seed, notes=list(data.notes))
+    delta = data.delta
+    t0 = time.perf_counter()
+    out = data.outcomes
+    if len(out):
+        by_det = {d: _outcome_objects(out[out["detector"] == d]) for d in data.detectors}
+        # Clusters: every judged episode of the run(s); strata: their families.
+        ep_family = dict(zip(out["episode"], out["family"]))
+        keys = sorted(ep_family)
+        index = {k: i for i, k in enumerate(keys)}
+        boot = Bootstrap(keys, [ep_family[k] for k in keys], rounds=rounds, seed=seed)
+        calls = data.calls
+        cgroups = {d: g for d, g in calls.groupby("detector", sort=False)} if len(calls) else {}
+        totals = {}
+        for d in data.detectors:
+            adv = None
+            if d in cgroups and data.units:
+                g = cgroups[d]
+                adv = advisory_counts(data.units, g["node"].tolist(), g["episode"].tolist(), _label_loop(g["label_loop"]),
+                                      (g["verdict"] != "allow").tolist())
+            totals[d] = episode_totals(by_det[d], index, delta, adv)
+            an.delays[d] = [o.delay for o in by_det[d] if o.outcome == "tp" and o.delay is not None]
+        an.intervals = boot.intervals(totals, profiles)
+        an.paired = boot.paired(totals, profiles, PAIRED_METRICS)
+        an.seconds["bootstrap"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        if data.units and len(calls):
+            _thresholds(an, boot, cgroups, by_det, index, delta)
+            an.seconds["thresholds"] = time.perf_counter() - t1
+            t2 = time.perf_counter()
+            _delta_view(an, cgroups, deltas)
+            an.seconds["delta"] = time.perf_counter() - t2
+        else:
+            for d in data.detectors:
+                _default_row(an, d, by_det[d], boot, totals[d], note="no stored trace")
+    if len(data.closed):
+        c = data.closed
+        fam = dict(zip(c["episode"], c["family"]))
+        keys = sorted(fam)
+        index = {k: i for i, k in enumerate(keys)}
+        boot = Bootstrap(keys, [fam[k] for k in keys], rounds=rounds, seed=seed)
+        ctot = {}
+        for d, g in c.groupby("detector", sort=False):
+            x = np.zeros((len(keys), len(CLOSED_FIELDS)))
+            rows = np.array([index[e] for e in g["episode"]])
+            success = g["success"].map(lambda v: v is True or v == "true" or v == "True").astype(float).to_numpy()
+            for j, col in enumerate(CLOSED_FIELDS):
+                vals = np.ones(len(g)) if col == "episodes" else success if col == "success" else g[col].astype(float).to_numpy()
+                np.add.at(x[:, j], rows, vals)
+            ctot[d] = x
+        an.closed_intervals = boot.intervals(ctot, profiles, metrics_fn=_closed_metrics)
+        an.closed_paired = boot.paired(ctot, profiles, ("success_rate", "wasted_spend_per_episode"), metrics_fn=_closed_metrics)
+    an.seconds["total"] = time.perf_counter() - t0
+    return an
+
+
+def _row(detector: str, kind: str, value, outs: list[Outcome], profiles, delta, boot_score=None, boot_far=None,
+         boot_miss=None, note: str = "") -> dict:
+    s = summarize(outs, delta)
+    row = {"detector": detector, "kind": kind, "value": value, "far": s["false_alarm_rate"], "miss_rate": s["miss_rate"],
+           "median_delay": s["median_delay"], "score_standard": composite(outs, profiles["standard"], delta)
+           if any(o.outcome != "unlabelled" for o in outs) else None, "note": note}
+    for name, arr in (("far", boot_far), ("miss", boot_miss), ("score", boot_score)):
+        if arr is not None:
+            lo, hi = percentile_interval(arr)
+            row[f"{name}_lo"], row[f"{name}_hi"] = float(lo), float(hi)
+    return row
+
+
+def _default_row(an: Analysis, det: str, outs, boot: Bootstrap, x: np.ndarray, note: str = "") -> None:
+    _, rt = boot.totals(x)
+    rm = metrics_from_totals(rt, an.profiles)
+    an.thresholds.append(_row(det, "default", None, outs, an.profiles, an.data.delta, rm["score_standard"],
+                              rm["false_alarm_rate"], rm["miss_rate"], note=note))
+
+
+def _build(det: str, an: Analysis):
+    from sim.config.spec import DetectorSpec
+
+    spec, params = an.data.specs[det]
+    return DetectorSpec(det, spec, params).build()
+
+
+def _thresholds(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta) -> None:
+    """Sweep every detector with a threshold parameter; pick the labelled operating points."""
+    profiles = an.profiles
+    std = profiles["standard"]
+    fams = list(boot.groups)
+    errors_all = an.data.outcomes[an.data.outcomes["error"].notna() & (an.data.outcomes["error"] != "")]
+    for det in an.data.detectors:
+        x_default = None
+        try:
+            detector = _build(det, an) if det in an.data.specs else None
+        except Exception as exc:  # noqa: BLE001 — a plug-in that no longer builds: default only
+            detector = None
+            an.notes.append(f"{det}: cannot rebuild ({type(exc).__name__}); shown at its default only")
+        param = getattr(detector, "threshold_param", None) if detector is not None else None
+        if param is None or det not in cgroups:
+            x_default = episode_totals(by_det[det], index, delta)
+            _default_row(an, det, by_det[det], boot, x_default, note="no threshold parameter")
+            continue
+        default = getattr(detector, param)
+        cs = CallScores.from_rows(cgroups[det])
+        bad, total = check_contract(detector, cs, default)
+        if bad:
+            an.notes.append(f"{det}: {bad} of {total} stored verdicts disagree with score >= threshold_for(tool, "
+                            f"{param}); its scores cannot be swept, so it is shown at its default only")
+            _default_row(an, det, by_det[det], boot, episode_totals(by_det[det], index, delta), note="sweep contract broken")
+            continue
+        values = candidate_values(detector, cs, default)
+        errs = {r.episode: str(r.error) for r in errors_all[errors_all["detector"] == det].itertuples()}
+        outs = sweep(an.data.units, cs, detector, values, delta, errs)
+        d_idx = values.index(default)
+        # (V, N, k) per-episode totals; per family (F, V, k) and per round (R, F, V, k).
+        x = np.stack([episode_totals(o, index, delta) for o in outs])  # (V, N, k)
+        xe = np.moveaxis(x, 0, 1)  # (N, V, k)
+        pf_point, pf_round = boot.family_totals(xe)  # (F, V, k), (R, F, V, k)
+        pt, rt = pf_point.sum(0), pf_round.sum(1)  # (V, k), (R, V, k)
+        pm, rm = metrics_from_totals(pt, profiles), metrics_from_totals(rt, profiles)
+        for v, row in zip(values, sweep_metrics(values, outs, {"standard": std}, delta)):
+            an.curves.append({"detector": det, "param": param, "value": v, "far": row["false_alarm_rate"],
+                              "miss_rate": row["miss_rate"], "median_delay": row["median_delay"],
+                              "score_standard": row["score_standard"], "default": v == default})
+
+        def at(kind, i_point, i_round, note=""):
+            rr = take(rt, i_round)
+            m = metrics_from_totals(rr, profiles)
+            an.thresholds.append(_row(det, kind, values[int(i_point)], outs[int(i_point)], profiles, delta,
+                                      m["score_standard"], m["false_alarm_rate"], m["miss_rate"], note=note))
+
+        at("default", d_idx, np.full(an.rounds, d_idx), f"{param} as run")
+        for target in FAR_TARGETS:
+            ip = pick_calibrated(pm["false_alarm_rate"], pm["miss_rate"], pm["score_standard"], target, d_idx)
+            ir = pick_calibrated(rm["false_alarm_rate"], rm["miss_rate"], rm["score_standard"], target, d_idx)
+            met = pm["false_alarm_rate"][ip] <= target + 1e-12
+            at(f"calibrated@{target * 100:g}%", ip, ir,
+               "FAR target met on the clean episodes" if met else "no value meets the FAR target; lowest FAR")
+        score_fn = lambda t: metrics_from_totals(t, {"standard": std})["score_standard"]  # noqa: E731
+        held_pt, pick_pt = heldout_totals(pf_point, score_fn, d_idx)
+        held_rt, _ = heldout_totals(pf_round, score_fn, d_idx)
+        held_outs = []
+        fam_of = {k: f for f, idx in boot.groups.items() for k in np.asarray(boot.keys)[idx]}
+        for fi, f in enumerate(fams):
+            held_outs += [o for o in outs[int(pick_pt[fi])] if fam_of.get(o.episode) == f]
+        chosen = [values[int(i)] for i in pick_pt]
+        mode = statistics.mode(chosen)
+        hm = metrics_from_totals(held_rt, profiles)
+        row = _row(det, "calibrated_heldout", mode, held_outs, profiles, delta, hm["score_standard"],
+                   hm["false_alarm_rate"], hm["miss_rate"],
+                   note="leave-one-family-out; values picked: " + ", ".join(
+                       f"{_fmt_value(v)}×{chosen.count(v)}" for v in sorted(set(chosen))))
+        an.thresholds.append(row)
+        ip = pick_best(pm["score_standard"], d_idx)
+        ir = pick_best(rm["score_standard"], d_idx)
+        at("oracle", ip, ir, "best on the scored episodes: an upper bound")
+
+
+def _fmt_value(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _delta_view(an: Analysis, cgroups, deltas: Sequence[int]) -> None:
+    """Outcomes at other windows Δ, re-scored from the stored per-call verdicts."""
+    errors = an.data.outcomes[an.data.outcomes["error"].notna() & (an.data.outcomes["error"] != "")]
+    for det in an.data.detectors:
+        g = cgroups.get(det)
+        alarms: dict[str, dict[str, bool]] = {}
+        if g is not None:
+            for e, n, v in zip(g["episode"].tolist(), g["node"].tolist(), (g["verdict"] != "allow").tolist()):
+                alarms.setdefault(e, {})[n] = v
+        errs = {r.episode: str(r.error) for r in errors[errors["detector"] == det].itertuples()}
+        for dl in deltas:
+            outs: list[Outcome] = []
+            for eid, u in an.data.units.items():
+                outs += u.outcomes(alarms.get(eid, {}), dl, error=errs.get(eid))
+            s = summarize(outs, dl)
+            row = {"detector": det, "delta": dl, "tp": s["tp"], "miss": s["miss"], "early": s["early"],
+                   "late": s["late"], "miss_rate": s["miss_rate"], "median_delay": s["median_delay"]}
+            for name, w in an.profiles.items():
+                row[f"score_{name}"] = composite(outs, w, dl)
+            an.delta_rows.append(row)

@@ -1,0 +1,305 @@
+"""``loopbench report``: intervals, thresholds, Δ view and plots of one or more run folders,
+as ``report.md`` and a self-contained ``report.html``.
+
+Every number is recomputed from the run folders' files; the report shows each run's
+manifest (configuration hash, seeds, package versions, profile-weights version). The
+tables it writes beside the report: ``intervals.csv``, ``paired.csv``, ``thresholds.csv``,
+``delta_sensitivity.csv``, ``threshold_curves.csv``; plots go to ``plots/``.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+
+from sim.report.analysis import Analysis, analyse, load_runs
+from scenarios.files import atomic_write
+from sim.files import write_csv
+from sim.numbers import number_text
+
+INTERVAL_COLUMNS = ["detector", "family", "metric", "value", "lo", "hi"]
+PAIRED_COLUMNS = ["detector_a", "detector_b", "metric", "diff", "lo", "hi"]
+THRESHOLD_COLUMNS = ["detector", "kind", "value", "far", "far_lo", "far_hi", "miss_rate", "miss_lo", "miss_hi",
+                     "median_delay", "score_standard", "score_lo", "score_hi", "note"]
+DELTA_COLUMNS = ["detector", "delta", "tp", "miss", "early", "late", "miss_rate", "median_delay", "score_standard",
+                 "score_low_FP", "score_low_FN"]
+CURVE_COLUMNS = ["detector", "param", "value", "far", "miss_rate", "median_delay", "score_standard", "default"]
+
+
+# -- a tiny document model rendered twice (Markdown and HTML) ---------------------------------------
+class Doc:
+    def __init__(self) -> None:
+        self.blocks: list[tuple] = []
+
+    def h(self, level: int, text: str) -> None:
+        self.blocks.append(("h", level, text))
+
+    def p(self, text: str) -> None:
+        self.blocks.append(("p", text))
+
+    def table(self, header: list[str], rows: list[list[str]]) -> None:
+        self.blocks.append(("table", header, rows))
+
+    def img(self, path: Path, rel: str, title: str, caption: str) -> None:
+        self.blocks.append(("img", path, rel, title, caption))
+
+    def markdown(self) -> str:
+        out = []
+        for b in self.blocks:
+            if b[0] == "h":
+                out.append("#" * b[1] + " " + b[2])
+            elif b[0] == "p":
+                out.append(b[1])
+            elif b[0] == "table":
+                out.append("| " + " | ".join(b[1]) + " |")
+                out.append("|" + "|".join("---" for _ in b[1]) + "|")
+                out += ["| " + " | ".join(r) + " |" for r in b[2]]
+            elif b[0] == "img":
+                out.append(f"![{b[3]}]({b[2]})")
+                out.append("")
+                out.append(f"*{b[4]}*")
+            out.append("")
+        return "\n".join(out)
+
+    def html(self, title: str) -> str:
+        def inline(text: str) -> str:
+            t = html.escape(text)
+            t = re.sub(r"`([^`]+)`", r"<code>\1</code>", t)
+            return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", t)
+
+        body = []
+        for b in self.blocks:
+            if b[0] == "h":
+                body.append(f"<h{b[1]}>{inline(b[2])}</h{b[1]}>")
+            elif b[0] == "p":
+                body.append(f"<p>{inline(b[1])}</p>")
+            elif b[0] == "table":
+                head = "".join(f"<th>{inline(c)}</th>" for c in b[1])
+                rows = "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in b[2])
+                body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+            elif b[0] == "img":
+                data = base64.b64encode(Path(b[1]).read_bytes()).decode("ascii")
+                body.append(f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(b[3])}">'
+                            f"<figcaption>{inline(b[4])}</figcaption></figure>")
+        css = ("body{font-family:system-ui,sans-serif;max-width:1400px;margin:2em auto;padding:0 1em;color:#222}"
+               "table{border-collapse:collapse;margin:1em 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;"
+               "text-align:left}th{background:#f3f3f3}tr:nth-child(even){background:#fafafa}code{background:#f3f3f3;"
+               "padding:0 3px}img{max-width:100%;border:1px solid #eee}figcaption{color:#555;font-style:italic}")
+        return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+                f"<style>{css}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+# -- cells ---------------------------------------------------------------------------------------------
+def _ci(r, digits: int = 1, pct: bool = False) -> str:
+    if r is None:
+        return "–"
+    return f"{number_text(r['value'], digits, pct)} [{number_text(r['lo'], digits, pct)}, {number_text(r['hi'], digits, pct)}]"
+
+
+def _value(v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "–"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+class _Lookup:
+    def __init__(self, rows: list[dict]):
+        self.rows = {(r["detector"], r["family"], r["metric"]): r for r in rows}
+
+    def __call__(self, det: str, metric: str, family: str = "all"):
+        return self.rows.get((det, family, metric))
+
+
+# -- the document ----------------------------------------------------------------------------------------
+def build_doc(an: Analysis, plots: list[tuple[str, str, str, Path]], out: Path) -> Doc:
+    data = an.data
+    doc = Doc()
+    m0 = data.manifests[0]
+    suite = m0.get("config", {}).get("suite", "replay")
+    doc.h(1, f"loopbench report — suite `{suite}`")
+    doc.p("Every number below is recomputed by `loopbench report` from the run folder(s) listed here: nothing is "
+          "typed in by hand. Open loop = each detector scores every call of fixed episodes, halting at its first "
+          "alarm; closed loop = the detector sits in the harness and its verdicts change the run.")
+    doc.h(2, "Run manifest")
+    rows = []
+    for d, m in zip(data.dirs, data.manifests):
+        cfg = m.get("config", {})
+        rows.append([f"`{d}`", f"`{m.get('config_hash', '?')}`", str(cfg.get("suite", "replay")),
+                     str(m.get("seeds", {}).get("suite", cfg.get("seed", "–"))), str(m.get("episodes", "–")),
+                     str(m.get("tool_calls", "–")), str(cfg.get("delta", "–")), str(m.get("profiles_version", "?")),
+                     str(m.get("wall_seconds", "–"))])
+    doc.table(["run folder", "config hash", "suite", "seed", "episodes", "tool calls", "Δ (calls)", "profile weights",
+               "wall s"], rows)
+    versions = m0.get("versions", {})
+    doc.p("Package versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) + ".")
+    doc.p(f"Uncertainty: {an.rounds} bootstrap rounds (seed {an.seed}) resampling episodes with replacement within "
+          "each family (the cluster is the episode, so a branching episode's paths move together; the family mix "
+          "stays fixed). 95% percentile intervals in brackets; an interval of zero width means every episode of each "
+          "family had the same outcome, so resampling within families cannot move the figure (variation between "
+          "families is not sampled: the suite fixes them). Paired differences use the same rounds for both "
+          "detectors." + (f" {len(data.dirs)} run folders are pooled as more episodes of each family."
+                         if data.pooled else ""))
+    iv = _Lookup(an.intervals)
+    civ = _Lookup(an.closed_intervals)
+    timings = data.timings
+    p50 = timings[timings["mode"] == "open"].groupby("detector")["p50_us"].median() if len(timings) else pd.Series(dtype=float)
+    ranked = sorted(data.detectors, key=lambda d: -(iv(d, "score_standard") or {"value": -1e9})["value"])
+    medians = {}
+    if len(data.outcomes):
+        for d in data.detectors:
+            ds = an.delays.get(d, [])
+            medians[d] = float(pd.Series(ds).median()) if ds else None
+    plot_of = {name: (p, heading, caption) for name, heading, caption, p in plots}
+
+    def img(name: str) -> None:
+        if name in plot_of:
+            p, heading, caption = plot_of[name]
+            doc.img(p, f"plots/{name}", heading, caption)
+
+    if ranked and len(data.outcomes):
+        doc.h(2, "Scoreboard (open loop)")
+        doc.p(f"Score: NAB-shaped composite per episode, 0 = never fires, 100 = catches every loop at its onset with no "
+              f"false alarm (profiles standard / low-FP / low-FN, weights v{an.profiles_version}). FAR = false-alarm "
+              f"rate on clean episodes. Miss = looping paths not caught within Δ = {data.delta} calls. Delay in calls "
+              "after the onset. alarms/1k = advisory mode (no halt): alarms per 1,000 non-loop calls.")
+        rows = []
+        for d in ranked:
+            rows.append([f"`{d}`", _ci(iv(d, "score_standard")), _ci(iv(d, "score_low_FP")), _ci(iv(d, "score_low_FN")),
+                         _ci(iv(d, "false_alarm_rate"), 1, True), _ci(iv(d, "miss_rate"), 1, True),
+                         _ci(iv(d, "early_rate"), 1, True), number_text(medians.get(d)), _ci(iv(d, "mean_delay")),
+                         _ci(iv(d, "alarms_per_1k")), number_text(p50.get(d), 2)])
+        doc.table(["detector", "score", "low-FP", "low-FN", "FAR", "miss", "early", "median delay", "mean delay",
+                   "alarms/1k", "p50 µs/check"], rows)
+        img("scores.png")
+        best = ranked[0]
+        pr = {(r["detector_a"], r["detector_b"], r["metric"]): r for r in an.paired}
+
+        def diff(a, b, metric, pct=False):
+            if (a, b, metric) in pr:
+                r = pr[(a, b, metric)]
+                s = 1
+            elif (b, a, metric) in pr:
+                r, s = pr[(b, a, metric)], -1
+            else:
+                return "–"
+            lo, hi = (r["lo"], r["hi"]) if s == 1 else (-r["hi"], -r["lo"])
+            mark = " **≠**" if lo is not None and hi is not None and (lo > 0 or hi < 0) else ""
+            return f"{number_text(s * r['diff'], 1, pct)} [{number_text(lo, 1, pct)}, {number_text(hi, 1, pct)}]{mark}"
+
+        doc.h(3, f"Paired differences against the top detector `{best}`")
+        doc.p("Other detector minus the top one, computed in the same bootstrap rounds; **≠** marks an interval that "
+              "excludes 0. All pairs are in `paired.csv`.")
+        doc.table(["detector", "Δ score", "Δ miss rate", "Δ FAR"],
+                  [[f"`{d}`", diff(d, best, "score_standard"), diff(d, best, "miss_rate", True),
+                    diff(d, best, "false_alarm_rate", True)] for d in ranked[1:]])
+        doc.h(2, "Per family")
+        img("misses_by_family.png")
+        img("false_alarms_by_family.png")
+        doc.p("Per-family intervals for every metric are in `intervals.csv`.")
+    if an.thresholds:
+        doc.h(2, "Thresholds three ways")
+        doc.p("**default** = the value the run used; **calibrated@1% / @5%** = lowest miss rate whose FAR on the clean "
+              "episodes is at most the target; **calibrated_heldout** = leave-one-family-out (each family scored at the "
+              "value that maximises the standard score on the other families; the value shown is the one picked most "
+              "often); **oracle** = best standard score on the scored episodes themselves, an upper bound and never the "
+              "headline. Thresholds are swept in one pass from the stored per-call scores; the selection is redone in "
+              "every bootstrap round, so the intervals include the selection's own variability.")
+        rows = []
+        order = {d: i for i, d in enumerate(ranked)}
+        for r in sorted(an.thresholds, key=lambda r: order.get(r["detector"], 99)):
+            band = lambda k: (f" [{number_text(r.get(k + '_lo'), 1, k != 'score')}, {number_text(r.get(k + '_hi'), 1, k != 'score')}]"  # noqa: E731
+                              if r.get(k + "_lo") is not None else "")
+            rows.append([f"`{r['detector']}`", r["kind"], _value(r["value"]), number_text(r["far"], 1, True) + band("far"),
+                         number_text(r["miss_rate"], 1, True) + band("miss"), number_text(r["median_delay"]),
+                         number_text(r["score_standard"]) + band("score"), r.get("note", "")])
+        doc.table(["detector", "kind", "value", "FAR", "miss", "median delay", "score", "note"], rows)
+        img("tradeoff_far_miss.png")
+        img("tradeoff_far_delay.png")
+    if len(data.outcomes):
+        doc.h(2, "Detection delay")
+        img("delays.png")
+        doc.h(2, "Cost")
+        if len(timings):
+            t = timings[timings["mode"] == "open"].groupby("detector").agg(
+                checks=("checks", "sum"), p50=("p50_us", "median"), p95=("p95_us", "median"),
+                model_calls=("model_calls", "sum"))
+            doc.p("Measured on this machine (kept out of `metrics.csv` because it varies between runs).")
+            doc.table(["detector", "checks", "p50 µs", "p95 µs", "model calls"],
+                      [[f"`{d}`", str(int(t.loc[d, "checks"])), number_text(t.loc[d, "p50"], 2), number_text(t.loc[d, "p95"], 2),
+                        str(int(t.loc[d, "model_calls"]))] for d in ranked if d in t.index])
+        img("cost_vs_score.png")
+    if len(data.closed_metrics):
+        doc.h(2, "Closed loop")
+        cm = data.closed_metrics
+        cm = cm[cm["family"] == "all"].groupby("detector").agg(
+            episodes=("episodes", "sum"), wasted_calls=("wasted_calls", "sum"), wasted_spend=("wasted_spend", "sum"),
+            nudges=("nudges", "sum"), prunes=("prunes", "sum"), escalations=("escalations", "sum"),
+            stops=("stops", "sum"), false_interventions=("false_interventions", "sum"),
+            ended=("ended", lambda s: "; ".join(str(x).replace(";", ", ") for x in s)))
+        dets = sorted(cm.index, key=lambda d: -(civ(d, "success_rate") or {"value": 0})["value"])
+        doc.p("Task success and wasted spend (tool prices + tokens spent inside loops) with 95% intervals; interventions "
+              "by kind; false interventions = interventions on calls that were not loops.")
+        doc.table(["detector", "task success", "wasted calls / episode", "wasted spend / episode ($)", "nudges", "prunes",
+                   "escalations", "stops", "false interventions", "how episodes ended"],
+                  [[f"`{d}`", _ci(civ(d, "success_rate"), 1, True), _ci(civ(d, "wasted_calls_per_episode")),
+                    _ci(civ(d, "wasted_spend_per_episode"), 3), str(int(cm.loc[d, "nudges"])), str(int(cm.loc[d, "prunes"])),
+                    str(int(cm.loc[d, "escalations"])), str(int(cm.loc[d, "stops"])),
+                    str(int(cm.loc[d, "false_interventions"])), cm.loc[d, "ended"]] for d in dets])
+        img("closed_loop.png")
+    if an.delta_rows:
+        doc.h(2, "Δ sensitivity")
+        dr = pd.DataFrame(an.delta_rows)
+        deltas = sorted(dr["delta"].unique())
+        doc.p(f"Miss rate at other detection windows Δ, re-scored from the stored per-call verdicts (the run used Δ = "
+              f"{data.delta}). All columns, including the composite per profile, are in `delta_sensitivity.csv`.")
+        rows = []
+        for d in ranked:
+            g = dr[dr.detector == d].set_index("delta")
+            rows.append([f"`{d}`"] + [f"{number_text(g.loc[x, 'miss_rate'], 0, True)} / {number_text(g.loc[x, 'score_standard'], 0)}"
+                                      if x in g.index else "–" for x in deltas])
+        doc.table(["detector (miss / score)"] + [f"Δ={x}" for x in deltas], rows)
+        img("delta_sensitivity.png")
+    if an.notes:
+        doc.h(2, "Notes")
+        for n in an.notes:
+            doc.p("- " + n)
+    doc.h(2, "Detectors")
+    for det in m0.get("detectors", []):
+        doc.p(f"- `{det['label']}`: `{det.get('class', '?')}` `{_params(det.get('params', {}))}`")
+    return doc
+
+
+def _params(params: dict) -> str:
+    import json
+
+    return json.dumps(params, sort_keys=True)
+
+
+def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, *, rounds: int = 1000, seed: int = 0,
+                 log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Analyse run folder(s) and write the tables, plots, ``report.md`` and ``report.html`` into ``out``.
+
+    ``out`` defaults to the (first) run folder. The CSV tables are written before any plot
+    is drawn, so a plotting failure never loses them.
+    """
+    from sim.report.plots import write_plots
+
+    data = load_runs(run_dirs)
+    out = Path(out) if out is not None else data.dirs[0]
+    out.mkdir(parents=True, exist_ok=True)
+    an = analyse(data, rounds=rounds, seed=seed)
+    write_csv(out / "intervals.csv", an.intervals + an.closed_intervals, INTERVAL_COLUMNS)
+    write_csv(out / "paired.csv", an.paired + an.closed_paired, PAIRED_COLUMNS)
+    write_csv(out / "thresholds.csv", an.thresholds, THRESHOLD_COLUMNS)
+    write_csv(out / "threshold_curves.csv", an.curves, CURVE_COLUMNS)
+    write_csv(out / "delta_sensitivity.csv", an.delta_rows, DELTA_COLUMNS)
+    plots = write_plots(an, out / "plots", log)
+    doc = build_doc(an, plots, out)
+    title = f"loopbench report — {data.manifests[0].get('config', {}).get('suite', 'replay')}"
+    atomic_write(out / "report.md", doc.markdown())
+    atomic_write(out / "report.html", doc.html(title))
+    return {"out": str(out), "plots": [str(p) for *_, p in plots], "seconds": an.seconds, "notes": an.notes}

@@ -1,0 +1,1 @@
+"""Tuning: parameter grids, sweeps, per-tool overrides within a budget, TOML output."""
