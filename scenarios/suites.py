@@ -4,6 +4,10 @@ A suite is a TOML file in ``scenarios/suites/`` (or any path). Keys: ``name``,
 ``description``, ``seed``, ``episodes`` (per family), ``mode`` (open | closed | both),
 optional ``families`` (default: every registered family) and ``detectors`` (default:
 every registered detector), and ``[family_params.NAME]`` tables.
+
+A *real* suite (``real-dev``) is labelled real traces instead of generated scenarios
+(:mod:`scenarios.realsuite`): its families are the corpora, it is scored in open loop only,
+and its episodes are loaded, not generated.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from . import realsuite
 from .base import FAMILIES, registered
 
 
@@ -30,13 +35,24 @@ class Suite:
     families: list[str] = field(default_factory=list)
     detectors: list[str] = field(default_factory=list)
     family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Labelled real traces (scenarios.realsuite), not generated scenarios.
+    real: bool = False
 
 
 def suite_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files("scenarios").joinpath("suites").iterdir() if p.name.endswith(".toml"))
+    files = [p.name[:-5] for p in resources.files("scenarios").joinpath("suites").iterdir() if p.name.endswith(".toml")]
+    return sorted(files + list(realsuite.SUITES))
+
+
+def real_suite(name: str) -> Suite:
+    """The suite of labelled real traces ``name``: one family per corpus, open loop."""
+    return Suite(name=name, description=f"labelled real agent traces ({name})", mode="open",
+                 families=list(realsuite.FAMILIES.values()), real=True, episodes=0)
 
 
 def load_suite(name_or_path: str) -> Suite:
+    if name_or_path in realsuite.SUITES:
+        return real_suite(name_or_path)
     registered()
 
     path = Path(name_or_path)
