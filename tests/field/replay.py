@@ -15,7 +15,9 @@ Event forms (JSON lists, so the files stay short):
   ``next_step``); it gets a call index like any other call;
 * ``["msg", role, content]`` — a message on the path (a user turn, agent text);
 * ``["repeat", n, [event, ...]]`` — the events ``n`` times; ``{i}`` in any string is
-  replaced by the repetition index (0-based).
+  replaced by the repetition index (0-based);
+* ``["turn", [event, ...]]`` — the calls of one model turn: they share a fresh
+  ``ToolCall.turn`` id (calls outside a ``turn`` have none, each its own turn).
 
 A case agrees when the first call whose verdict is not ``allow`` is at ``first`` (or
 there is none and ``first`` is null) with verdict ``verdict``, and every entry of
@@ -80,15 +82,20 @@ def _substitute(value: Any, i: int) -> Any:
     return value
 
 
-def expand(events: list[Any]) -> Iterator[list[Any]]:
-    """The events with every ``repeat`` unrolled."""
+def expand(events: list[Any], turns: Iterator[int] | None = None) -> Iterator[tuple[list[Any], int | None]]:
+    """The events with every ``repeat`` and ``turn`` unrolled, each with its turn id (or None)."""
+    turns = turns if turns is not None else iter(range(10**9))
     for event in events:
         if event and event[0] == "repeat":
             _, n, body = event
             for i in range(n):
-                yield from expand(_substitute(body, i))
+                yield from expand(_substitute(body, i), turns)
+        elif event and event[0] == "turn":
+            turn = next(turns)
+            for inner, _ in expand(event[1], turns):
+                yield inner, turn
         else:
-            yield event
+            yield event, None
 
 
 def replay(case: Case) -> list[str]:
@@ -96,19 +103,19 @@ def replay(case: Case) -> list[str]:
     det = make_detector(case.detector, **case.params)
     state = det.start()
     out: list[str] = []
-    for event in expand(case.events):
+    for event, turn in expand(case.events):
         kind = event[0]
         if kind == "msg":
             state = det.on_message(state, Message(event[1], event[2]))
         elif kind == "check":
             tool = event[1] if len(event) > 1 else PROBE_TOOL
             args = event[2] if len(event) > 2 else {}
-            out.append(det.check(state, ToolCall(tool, args)).verdict.value)
+            out.append(det.check(state, ToolCall(tool, args, turn=turn)).verdict.value)
         elif kind == "call":
             tool, args = event[1], event[2]
             result = event[3] if len(event) > 3 else "ok"
             error = bool(event[4]) if len(event) > 4 else False
-            call = ToolCall(tool, args, call_id=f"c{len(out)}")
+            call = ToolCall(tool, args, call_id=f"c{len(out)}", turn=turn)
             decision = det.check(state, call)
             out.append(decision.verdict.value)
             state = det.record(state, call, decision, Observation(result, error))
