@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
@@ -13,6 +14,7 @@ from ..signature import exact_signature
 REUSE_TEXT = "I tried reusing the same input, I must stop using this action input. I'll try something else instead."
 
 
+@lru_cache(maxsize=1024)  # a run has a handful of tool names; the regexes would dominate the check otherwise
 def sanitize_tool_name(name: str) -> str:
     """CrewAI compares tool names after its provider-safe normalisation: ASCII, camelCase
     split, lower case, quotes dropped, anything but ``a-z0-9_`` an underscore, runs of
