@@ -32,7 +32,8 @@ class GeminiCliDetector(Detector):
     normalisation, so the same arguments in another key order are a different call.
     **Pattern**: after each tool-call request (the call being checked is included), for
     cycle length k = 1..5, a loop is when the last k·5 keys are the last k keys repeated
-    5 times: 5 identical calls, a 2-cycle after 10 calls, … a 5-cycle after 25.
+    5 times: 5 identical calls, a 2-cycle after 10 calls, … a 5-cycle after 25
+    (``threshold`` is Gemini's ``TOOL_CALL_LOOP_THRESHOLD``).
     Contiguous only. We keep, per k, the length L_k of the longest suffix with period k
     (updated in O(5) per call), which is equivalent and needs no window. The score is
     ``max_k floor(L_k / k)`` — repetitions of the best cycle — so the detector alarms

@@ -37,7 +37,8 @@ class GooseDetector(Detector):
     call (goose's ``inspect()`` path checks a temporary clone, so there it never does).
 
     **REP-002** (PR #8994): when a tool's result is an error with the same first
-    ``error_prefix_chars`` (100) characters ``max_same_errors`` (3) times in a row, the next
+    ``error_prefix_chars`` (100) characters ``max_same_errors`` (3, goose's
+    ``MAX_CONSECUTIVE_ERROR_FINGERPRINTS``) times in a row, the next
     call to that tool is denied *whatever its arguments*; any successful result resets,
     and the counter resets at the first inspection that finds it at the limit (even one
     of another tool, which is not denied) so the model may try again.

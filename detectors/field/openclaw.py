@@ -90,7 +90,11 @@ class OpenClawDetector(Detector):
     scopes by run id). ``enabled`` is OpenClaw's ``loopDetection.enabled``: OpenClaw ships
     it **off**; the scoreboard uses ``enabled=True`` because a disabled guard allows
     everything and there is nothing to compare — the numbers describe OpenClaw as its
-    users configure it when they opt in. ``known_tools`` (optional) additionally treats a
+    users configure it when they opt in. The other parameters are OpenClaw's
+    ``historySize``, ``warningThreshold``, ``criticalThreshold``,
+    ``globalCircuitBreakerThreshold`` and ``unknownToolThreshold``; ``poll_tools`` stands
+    for its known-poll rule (``command_status``, ``process`` poll/log), ``exec_tools`` for
+    its ``exec`` tool. ``known_tools`` (optional) additionally treats a
     call to a tool outside the list as a call to a missing tool. OpenClaw's message texts
     are paraphrased, not quoted.
 

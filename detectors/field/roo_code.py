@@ -26,7 +26,8 @@ class RooCodeDetector(Detector):
     ``{name, params, nativeArgs}``; our calls carry one argument object, so this is the
     tree executor's exact signature). **Rule**: consecutive only — the counter is 0 for a
     new call and grows by one per identical call right after it; the call is blocked
-    when the counter reaches ``limit`` (default 3 = ``DEFAULT_CONSECUTIVE_MISTAKE_LIMIT``),
+    when the counter reaches ``limit`` (Roo's ``consecutiveMistakeLimit``, the
+    detector's constructor argument; default 3 = ``DEFAULT_CONSECUTIVE_MISTAKE_LIMIT``),
     i.e. the 4th identical call in a row. ``limit <= 0`` means unlimited (what tasks
     started through Roo's API get). Any different call in between resets the counter, so
     A,B,A,B never accumulates. The score is the counter, and the detector alarms iff

@@ -34,3 +34,15 @@ def test_every_unreproducible_case_has_a_reason():
 def test_every_field_baseline_has_cases():
     projects = {c.project for c in CASES}
     assert {"openhands", "openhands_sdk", "gemini_cli", "roo_code", "cline", "goose", "crewai", "openclaw"} <= projects
+
+
+def test_a_bad_case_file_is_named_in_one_line(tmp_path):
+    from tests.field.replay import CaseError, load
+
+    bad = tmp_path / "x.json"
+    bad.write_text('{"project": "p", "detector": "exact", "repo": "r", "commit": "c", "file": "f",\n "cases": [{"test": "t"}]}')
+    with pytest.raises(CaseError, match=r"x.json: case 0: missing field 'events'"):
+        load(bad)
+    bad.write_text("{\n oops")
+    with pytest.raises(CaseError, match=r"x.json: line 2"):
+        load(bad)
