@@ -1,0 +1,380 @@
+"""Hindsight labelling of unlabelled traces, following the rubric of the real-trace labels.
+
+A call is **redundant** when it re-issues an earlier call on its path and its result adds
+nothing the earlier results had not already returned. Unlike a detector, the labeller
+reads the judged call's own result (hindsight). The rules, all general:
+
+- *re-issue*: same tool, and the arguments are equal (``stale``), equal after cosmetic
+  normalisation — case, quoting, whitespace, code comments — (``cosmetic``), reworded
+  natural-language text with the same content words (``paraphrased``; never for code:
+  changed code is a re-test), or equal but for one nudged value that is not an
+  identifier (``drift``; another id, item or route is another call);
+- *adds nothing*: the result is identical to the re-issued call's result, or every word
+  of it (less the words of the call's own arguments, which results echo) already appeared
+  in earlier results, allowing a small share of new words in long results (UI noise, OCR).
+  A call with no recorded result adds nothing when the call it repeats got one (a
+  request already fulfilled);
+- not loops: a retry after an error that now succeeds, polling that sees changed state,
+  paging that reveals new text — all bring new words — and a call after a successful
+  write, which changed the world;
+- ``no_progress``: three different calls in a row whose results bring nothing; the third
+  is the onset; ``cycle``: a repeat of the call before last, alternating with another.
+
+The onset of a path is its first redundant call; every call gets a label. A trace
+whose labels a person confirmed or corrected (``meta["label_source"] == "human"``, set
+when a review decision is imported) keeps them: a second run never overwrites them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+from sim.tree import Episode, Label, ToolNode
+
+RUBRIC_VERSION = 1
+#: Meta keys of a trace whose labels came from a person.
+SOURCE_KEY, DECISION_KEY = "label_source", "label_decision"
+HUMAN = "human"
+LABELLER = "labeller"
+
+#: Two texts with at least this share of common content words say the same (paraphrase).
+PARAPHRASE_JACCARD = 0.5
+#: A long result may bring this share of new words and still count as nothing new.
+NOISE_SHARE = 0.03
+#: ... but only if it is long: shorter results must bring no new word at all.
+NOISE_MIN_WORDS = 60
+#: A tool whose name holds one of these verbs changes the world when it succeeds.
+WRITE_VERBS = frozenset(
+    "book cancel update create write send delete remove modify set post put transfer exchange pay "
+    "submit save insert add upload edit move rename apply purchase order reserve".split()
+)
+_STOP = frozenset(
+    "a an the of to in on for and or is are was be by with at from as that this it its what which who "
+    "how when where do does did please can you i me my your".split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+_IDENT = re.compile(r"^(?=.*\d)[A-Za-z0-9_\-.]{4,}$")
+_ID_KEY = re.compile(r"(^|[_\-])(id|ids)$|[a-z](Id|Ids|ID)$", re.I)
+_COMMENT = re.compile(r"(?m)\s*(#|//).*$")
+
+
+# -- text helpers --------------------------------------------------------------------------
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def content_words(text: str) -> frozenset[str]:
+    return frozenset(w for w in words(text) if w not in _STOP)
+
+
+def cosmetic(text: str) -> str:
+    """Text less what does not change its meaning: case, quotes, punctuation, spacing."""
+    return " ".join(words(text.replace("'", "").replace('"', "")))
+
+
+def code_cosmetic(text: str) -> str:
+    """Code less comments, quote style and spacing: what remains is the computation."""
+    return re.sub(r"\s+", " ", _COMMENT.sub("", text).replace("'", '"')).strip()
+
+
+def looks_like_code(text: str) -> bool:
+    return "\n" in text.strip() and bool(re.search(r"[=(){}\[\];]", text))
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A JSON value as ``path -> scalar``, so nested arguments compare leaf by leaf."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(leaves(v, f"{prefix}.{k}"))
+        return out or {prefix: {}}
+    if isinstance(value, list):
+        out = {}
+        for i, v in enumerate(value):
+            out.update(leaves(v, f"{prefix}[{i}]"))
+        return out or {prefix: []}
+    return {prefix: value}
+
+
+def calls_sha1(ep: Episode) -> str:
+    """The hash real-trace labels are matched by: sha1 of ``[[tool, args], ...]`` as JSON."""
+    calls = [[n.call.tool, n.call.args] for n in ep.tool_nodes()]
+    return hashlib.sha1(json.dumps(calls, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+# -- judging one call ----------------------------------------------------------------------
+@dataclass
+class Evidence:
+    """Why a call was judged redundant (or nearly so)."""
+
+    call: int  # index of the judged call among the episode's tool calls
+    repeats: int | None  # the earlier call it re-issues
+    kind: str
+    similarity: float  # of the arguments, 1.0 = identical
+    new_in_result: list[str]  # words of its result that no earlier result had (a sample)
+    new_share: float  # their share of the result's words
+    note: str = ""
+
+
+def _is_write(tool: str) -> bool:
+    return bool(set(re.split(r"[^a-z]+", tool.lower())) & WRITE_VERBS)
+
+
+def _identifier(path: str, value: Any) -> bool:
+    key = path.rsplit(".", 1)[-1].split("[", 1)[0]
+    return bool(_ID_KEY.search(key)) or (
+        isinstance(value, str) and bool(_IDENT.match(value)) and not value.replace(".", "").isdigit()
+    )
+
+
+def args_match(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, float] | None:
+    """How call ``b``'s arguments re-issue ``a``'s: (kind, similarity), or ``None``."""
+    if a == b:
+        return "stale", 1.0
+    la, lb = leaves(a), leaves(b)
+    if la.keys() != lb.keys():
+        return None
+    differing = [k for k in la if la[k] != lb[k]]
+    kinds: list[str] = []
+    sims: list[float] = []
+    for k in differing:
+        x, y = la[k], lb[k]
+        if isinstance(x, str) and isinstance(y, str):
+            if looks_like_code(x) or looks_like_code(y):
+                if code_cosmetic(x) == code_cosmetic(y):
+                    kinds.append("cosmetic")
+                    sims.append(1.0)
+                    continue
+                return None if len(differing) > 1 or _identifier(k, x) else _drift(k, x, y, la)
+            if cosmetic(x) == cosmetic(y):
+                kinds.append("cosmetic")
+                sims.append(1.0)
+                continue
+            if _identifier(k, x) or _identifier(k, y):
+                return None
+            sim = jaccard(content_words(x), content_words(y))
+            if sim >= PARAPHRASE_JACCARD:
+                kinds.append("paraphrased")
+                sims.append(sim)
+                continue
+        if len(differing) == 1 and not _identifier(k, x):
+            return _drift(k, x, y, la)
+        return None
+    kind = "paraphrased" if "paraphrased" in kinds else "cosmetic"
+    return kind, min(sims) if sims else 1.0
+
+
+def _drift(key: str, x: Any, y: Any, all_leaves: dict[str, Any]) -> tuple[str, float] | None:
+    # One nudged value among several that stay: similarity is the share that stayed.
+    if len(all_leaves) < 2 and not isinstance(x, (int, float)):
+        return None
+    return "drift", round(1 - 1 / max(len(all_leaves), 2), 3)
+
+
+def _result_text(node: ToolNode) -> str | None:
+    return None if node.observation is None else node.observation.content
+
+
+def _arg_words(node: ToolNode) -> frozenset[str]:
+    return frozenset(w for v in leaves(node.call.args).values() if isinstance(v, str) for w in words(v))
+
+
+@dataclass
+class _Seen:
+    """What the earlier calls of a path have returned."""
+
+    words: set[str] = field(default_factory=set)
+
+
+def novelty(node: ToolNode, seen: set[str]) -> tuple[list[str], float, int]:
+    """The words of ``node``'s result that are new on its path, their share, and the result's size."""
+    text = _result_text(node)
+    if text is None:
+        return [], 0.0, 0
+    ws = words(text)
+    echo = _arg_words(node)
+    body = [w for w in ws if w not in echo]
+    new = sorted({w for w in body if w not in seen})
+    share = (sum(1 for w in body if w not in seen) / len(body)) if body else 0.0
+    return new, share, len(body)
+
+
+def adds_nothing(new: list[str], share: float, size: int) -> bool:
+    return not new or (size >= NOISE_MIN_WORDS and share <= NOISE_SHARE)
+
+
+def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidence | None]:
+    """node id -> the evidence that it is redundant (``None`` = not redundant), for one path."""
+    out: dict[str, Evidence | None] = {}
+    seen: set[str] = set()
+    barren_run = 0  # consecutive calls whose results brought nothing
+    last_write = -1
+    for j, node in enumerate(path):
+        new, share, size = novelty(node, seen)
+        nothing = adds_nothing(new, share, size) and node.observation is not None
+        ev = None
+        for i in range(j - 1, -1, -1):
+            earlier = path[i]
+            if earlier.call.tool != node.call.tool or i < last_write:
+                continue
+            m = args_match(earlier.call.args, node.call.args)
+            if m is None:
+                continue
+            kind, sim = m
+            same_result = _result_text(earlier) is not None and _result_text(earlier) == _result_text(node)
+            unrecorded = node.observation is None and earlier.observation is not None
+            if not (same_result or nothing or unrecorded):
+                continue
+            if earlier.observation is not None and earlier.observation.error and node.observation is not None \
+                    and not node.observation.error:
+                continue  # a retry that succeeded
+            if kind == "stale" and i == j - 2 and j + 1 < len(path) and \
+                    path[j + 1].call.tool == path[j - 1].call.tool and path[j + 1].call.args == path[j - 1].call.args:
+                kind = "cycle"
+            note = "identical result" if same_result else ("no result recorded" if unrecorded else "no new words")
+            ev = Evidence(index[node.id], index[earlier.id], kind, sim, new[:12], round(share, 4), note)
+            break
+        if ev is None and nothing:
+            barren_run += 1
+            if barren_run >= 3:
+                ev = Evidence(index[node.id], None, "no_progress", 0.0, [], 0.0, "third call in a row with nothing new")
+        else:
+            barren_run = 0 if not nothing else barren_run + 1
+        out[node.id] = ev
+        if node.observation is not None:
+            seen.update(w for w in words(node.observation.content))
+            if _is_write(node.call.tool) and not node.observation.error:
+                last_write = j
+    return out
+
+
+# -- whole traces ----------------------------------------------------------------------------
+@dataclass
+class Proposal:
+    """The labeller's proposal for one trace, as the review file lists it."""
+
+    episode: str
+    calls_sha1: str
+    n_calls: int
+    loops: bool
+    onset: int | None
+    kind: str | None
+    confidence: float
+    source: str
+    evidence: list[dict[str, Any]]
+    calls: list[dict[str, Any]] = field(default_factory=list)  # for the review page
+    decision: str | None = None  # a person's: accepted / corrected / clean / ambiguous
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _confidence(ev: Evidence | None, near: Evidence | None) -> float:
+    """How sure the proposal is: high for an identical re-issue, lower near thresholds."""
+    if ev is not None:
+        base = {"stale": 0.95, "cycle": 0.9, "cosmetic": 0.85, "drift": 0.65, "paraphrased": 0.6,
+                "no_progress": 0.5}.get(ev.kind, 0.5)
+        if ev.note == "no result recorded":
+            base -= 0.2
+        elif ev.note == "no new words" and ev.new_share > 0:
+            base -= 0.1
+        return round(max(base, 0.05), 3)
+    if near is not None:
+        return round(0.55 + 0.4 * min(near.new_share * 5, 1.0), 3)
+    return 0.95
+
+
+def _near_miss(path: list[ToolNode], index: dict[str, int]) -> Evidence | None:
+    """The clean path's closest call to a loop: a re-issue whose result did bring something."""
+    best: Evidence | None = None
+    seen: set[str] = set()
+    for j, node in enumerate(path):
+        new, share, _ = novelty(node, seen)
+        for i in range(j):
+            if path[i].call.tool == node.call.tool and args_match(path[i].call.args, node.call.args):
+                if best is None or share < best.new_share:
+                    best = Evidence(index[node.id], index[path[i].id], "near", 1.0, new[:12], round(share, 4),
+                                    "re-issue whose result brought new words")
+                break
+        if node.observation is not None:
+            seen.update(words(node.observation.content))
+    return best
+
+
+def _call_rows(ep: Episode, limit: int = 4000) -> list[dict[str, Any]]:
+    rows = []
+    for n in ep.tool_nodes():
+        content = _result_text(n)
+        rows.append({
+            "tool": n.call.tool,
+            "args": json.dumps(n.call.args, ensure_ascii=False, sort_keys=True)[:limit],
+            "result": None if content is None else content[:limit],
+            "error": bool(n.observation and n.observation.error),
+        })
+    return rows
+
+
+def propose(ep: Episode) -> tuple[dict[str, Label], Proposal]:
+    """Labels for every call of ``ep`` and the trace's proposal (onset, evidence, confidence)."""
+    index = ep.call_index()
+    tools = ep.tool_nodes()
+    verdicts: dict[str, Evidence | None] = {}
+    near: Evidence | None = None
+    for leaf_path in ep.paths():
+        path = [n for n in leaf_path if isinstance(n, ToolNode)]
+        for nid, ev in judge_path(path, index).items():
+            if verdicts.get(nid) is None:
+                verdicts[nid] = ev
+        if not any(verdicts.get(n.id) for n in path):
+            cand = _near_miss(path, index)
+            if cand is not None and (near is None or cand.new_share < near.new_share):
+                near = cand
+    labels = {n.id: Label(verdicts.get(n.id) is not None, verdicts[n.id].kind if verdicts.get(n.id) else None)
+              for n in tools}
+    first = next((verdicts[n.id] for n in tools if verdicts.get(n.id) is not None), None)
+    evidence = [asdict(first)] if first is not None else ([asdict(near)] if near is not None else [])
+    proposal = Proposal(
+        episode=ep.id, calls_sha1=calls_sha1(ep), n_calls=len(tools), loops=first is not None,
+        onset=None if first is None else first.call, kind=None if first is None else first.kind,
+        confidence=_confidence(first, near), source=LABELLER, evidence=evidence, calls=_call_rows(ep),
+    )
+    return labels, proposal
+
+
+def human_proposal(ep: Episode) -> Proposal:
+    """A trace a person decided, as the review file lists it (confidence 1)."""
+    tools = ep.tool_nodes()
+    onset = next((i for i, n in enumerate(tools) if n.label is not None and n.label.loop), None)
+    decision = ep.meta.get(DECISION_KEY)
+    return Proposal(
+        episode=ep.id, calls_sha1=calls_sha1(ep), n_calls=len(tools), loops=onset is not None, onset=onset,
+        kind=None if onset is None else tools[onset].label.kind, confidence=1.0, source=HUMAN, evidence=[],
+        calls=_call_rows(ep), decision=decision if isinstance(decision, str) else None,
+    )
+
+
+def is_human(ep: Episode) -> bool:
+    return ep.meta.get(SOURCE_KEY) == HUMAN
+
+
+def label_episodes(episodes: Iterable[Episode]) -> tuple[list[Episode], list[Proposal]]:
+    """Label every call of every episode in place, except where a person decided; proposals in order."""
+    done, proposals = [], []
+    for ep in episodes:
+        if is_human(ep):
+            proposals.append(human_proposal(ep))
+        else:
+            labels, proposal = propose(ep)
+            for n in ep.tool_nodes():
+                n.label = labels[n.id]
+            ep.meta[SOURCE_KEY] = LABELLER
+            proposals.append(proposal)
+        done.append(ep)
+    return done, proposals
