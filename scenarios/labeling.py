@@ -43,9 +43,12 @@ LABELLER = "labeller"
 #: Two texts with at least this share of common content words say the same (paraphrase).
 PARAPHRASE_JACCARD = 0.5
 #: A long result may bring this share of new words and still count as nothing new.
-NOISE_SHARE = 0.03
-#: ... but only if it is long: shorter results must bring no new word at all.
+NOISE_SHARE = 0.1
+#: ... but only if it is long: shorter results must bring no new phrase at all.
 NOISE_MIN_WORDS = 60
+#: The opening words of a result say where the agent is (page and position, record):
+#: any new phrase there is news.
+HEAD_WORDS = 60
 #: A tool whose name holds one of these verbs changes the world when it succeeds.
 WRITE_VERBS = frozenset(
     "book cancel update create write send delete remove modify set post put transfer exchange pay "
@@ -186,39 +189,65 @@ def _arg_words(node: ToolNode) -> frozenset[str]:
     return frozenset(w for v in leaves(node.call.args).values() if isinstance(v, str) for w in words(v))
 
 
-@dataclass
-class _Seen:
-    """What the earlier calls of a path have returned."""
-
-    words: set[str] = field(default_factory=set)
+#: Results compare as sets of word n-grams: a new phrase ("positioned 40% down") is news
+#: even when each of its words was seen before.
+SHINGLE = 3
 
 
-def novelty(node: ToolNode, seen: set[str]) -> tuple[list[str], float, int]:
-    """The words of ``node``'s result that are new on its path, their share, and the result's size."""
+def shingles(seq: list[str]) -> set[tuple[str, ...]]:
+    if len(seq) < SHINGLE:
+        return {tuple(seq)} if seq else set()
+    return {tuple(seq[i:i + SHINGLE]) for i in range(len(seq) - SHINGLE + 1)}
+
+
+def result_shingles(node: ToolNode) -> set[tuple[str, ...]]:
+    text = _result_text(node)
+    return set() if text is None else shingles(words(text))
+
+
+@dataclass(frozen=True)
+class Novelty:
+    """What a result brought that its path had not seen."""
+
+    head_new: bool  # a new phrase in its opening words: where it is (page, position, record)
+    share: float  # share of new phrases in the rest
+    size: int  # phrases in the rest
+    sample: tuple[str, ...]  # words of the new phrases
+
+
+NOTHING = Novelty(False, 0.0, 0, ())
+
+
+def novelty(node: ToolNode, seen: set[tuple[str, ...]]) -> Novelty:
+    """What ``node``'s result adds to ``seen`` (the phrases of earlier results), less its own arguments' echo."""
     text = _result_text(node)
     if text is None:
-        return [], 0.0, 0
-    ws = words(text)
+        return NOTHING
     echo = _arg_words(node)
-    body = [w for w in ws if w not in echo]
-    new = sorted({w for w in body if w not in seen})
-    share = (sum(1 for w in body if w not in seen) / len(body)) if body else 0.0
-    return new, share, len(body)
+    seq = [w for w in words(text) if w not in echo]
+    head, rest = shingles(seq[:HEAD_WORDS]), shingles(seq[HEAD_WORDS - SHINGLE + 1:]) if len(seq) > HEAD_WORDS else set()
+    new_head = [sh for sh in head if sh not in seen]
+    new_rest = [sh for sh in rest if sh not in seen]
+    sample = tuple(sorted({w for sh in new_head + new_rest for w in sh})[:12])
+    return Novelty(bool(new_head), len(new_rest) / len(rest) if rest else 0.0, len(rest), sample)
 
 
-def adds_nothing(new: list[str], share: float, size: int) -> bool:
-    return not new or (size >= NOISE_MIN_WORDS and share <= NOISE_SHARE)
+def adds_nothing(nv: Novelty) -> bool:
+    """Nothing new up front, and at most a little noise (UI changes, OCR) in a long rest."""
+    if nv.head_new:
+        return False
+    return nv.share == 0.0 or (nv.size >= NOISE_MIN_WORDS and nv.share <= NOISE_SHARE)
 
 
 def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidence | None]:
     """node id -> the evidence that it is redundant (``None`` = not redundant), for one path."""
     out: dict[str, Evidence | None] = {}
-    seen: set[str] = set()
+    seen: set[tuple[str, ...]] = set()
     barren_run = 0  # consecutive calls whose results brought nothing
     last_write = -1
     for j, node in enumerate(path):
-        new, share, size = novelty(node, seen)
-        nothing = adds_nothing(new, share, size) and node.observation is not None
+        nv = novelty(node, seen)
+        nothing = adds_nothing(nv) and node.observation is not None
         ev = None
         for i in range(j - 1, -1, -1):
             earlier = path[i]
@@ -239,7 +268,7 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
                     path[j + 1].call.tool == path[j - 1].call.tool and path[j + 1].call.args == path[j - 1].call.args:
                 kind = "cycle"
             note = "identical result" if same_result else ("no result recorded" if unrecorded else "no new words")
-            ev = Evidence(index[node.id], index[earlier.id], kind, sim, new[:12], round(share, 4), note)
+            ev = Evidence(index[node.id], index[earlier.id], kind, sim, list(nv.sample), round(nv.share, 4), note)
             break
         if ev is None and nothing:
             barren_run += 1
@@ -249,7 +278,7 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
             barren_run = 0 if not nothing else barren_run + 1
         out[node.id] = ev
         if node.observation is not None:
-            seen.update(w for w in words(node.observation.content))
+            seen.update(result_shingles(node))
             if _is_write(node.call.tool) and not node.observation.error:
                 last_write = j
     return out
@@ -294,17 +323,17 @@ def _confidence(ev: Evidence | None, near: Evidence | None) -> float:
 def _near_miss(path: list[ToolNode], index: dict[str, int]) -> Evidence | None:
     """The clean path's closest call to a loop: a re-issue whose result did bring something."""
     best: Evidence | None = None
-    seen: set[str] = set()
+    seen: set[tuple[str, ...]] = set()
     for j, node in enumerate(path):
-        new, share, _ = novelty(node, seen)
+        nv = novelty(node, seen)
         for i in range(j):
             if path[i].call.tool == node.call.tool and args_match(path[i].call.args, node.call.args):
-                if best is None or share < best.new_share:
-                    best = Evidence(index[node.id], index[path[i].id], "near", 1.0, new[:12], round(share, 4),
+                if best is None or nv.share < best.new_share:
+                    best = Evidence(index[node.id], index[path[i].id], "near", 1.0, list(nv.sample), round(nv.share, 4),
                                     "re-issue whose result brought new words")
                 break
         if node.observation is not None:
-            seen.update(words(node.observation.content))
+            seen.update(result_shingles(node))
     return best
 
 
