@@ -30,6 +30,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any, Iterable
 
 from sim.tree import Episode, Label, ToolNode
@@ -65,8 +66,10 @@ _COMMENT = re.compile(r"(?m)\s*(#|//).*$")
 
 
 # -- text helpers --------------------------------------------------------------------------
-def words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+@lru_cache(maxsize=8192)
+def words(text: str) -> tuple[str, ...]:
+    # Cached: every call's result is read again by each later call of its path.
+    return tuple(_WORD.findall(text.lower()))
 
 
 def content_words(text: str) -> frozenset[str]:
@@ -194,10 +197,10 @@ def _arg_words(node: ToolNode) -> frozenset[str]:
 SHINGLE = 3
 
 
-def shingles(seq: list[str]) -> set[tuple[str, ...]]:
+def shingles(seq: tuple[str, ...] | list[str]) -> set[tuple[str, ...]]:
     if len(seq) < SHINGLE:
         return {tuple(seq)} if seq else set()
-    return {tuple(seq[i:i + SHINGLE]) for i in range(len(seq) - SHINGLE + 1)}
+    return set(zip(*(seq[i:] for i in range(SHINGLE))))
 
 
 def result_shingles(node: ToolNode) -> set[tuple[str, ...]]:
