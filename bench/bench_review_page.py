@@ -85,7 +85,13 @@ def main() -> int:
                 loads.append(ms / 1000)
                 shown = page.locator("section.trace").count()
                 if i == 0 and a.screenshot is not None:
+                    # Show the first proposed loop: its onset, evidence and opened result.
+                    first_loop = next((k for k, p in enumerate(ordered) if p.loops), 0)
+                    for _ in range(first_loop):
+                        page.keyboard.press("j")
+                    page.wait_for_selector("section.trace.current li.onset")
                     page.keyboard.press("o")
+                    page.locator("section.trace.current li.onset").scroll_into_view_if_needed()
                     page.screenshot(path=str(a.screenshot))
                 page.close()
             browser.close()

@@ -30,6 +30,7 @@ import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any, Iterable
 
@@ -43,6 +44,8 @@ LABELLER = "labeller"
 
 #: Two texts with at least this share of common content words say the same (paraphrase).
 PARAPHRASE_JACCARD = 0.5
+#: A string argument is "nudged" (drift) when at least this much of it stays (difflib ratio).
+NUDGE_RATIO = 0.75
 #: A long result may bring this share of new words and still count as nothing new.
 NOISE_SHARE = 0.1
 #: ... but only if it is long: shorter results must bring no new phrase at all.
@@ -170,11 +173,20 @@ def args_match(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, float] | None
                 kinds.append("paraphrased")
                 sims.append(sim)
                 continue
-        if len(differing) == 1 and not _identifier(k, x):
+        if len(differing) == 1 and not _identifier(k, x) and _nudge(x, y):
             return _drift(k, x, y, la)
         return None
     kind = "paraphrased" if "paraphrased" in kinds else "cosmetic"
     return kind, min(sims) if sims else 1.0
+
+
+def _nudge(x: Any, y: Any) -> bool:
+    """Whether ``y`` is ``x`` nudged: another number, or a string with a small edit (a date, a count)."""
+    if isinstance(x, (int, float)) and isinstance(y, (int, float)) and not isinstance(x, bool):
+        return True
+    if isinstance(x, str) and isinstance(y, str) and max(len(x), len(y)) <= 200:  # a value, not a text
+        return SequenceMatcher(None, x, y, autojunk=False).ratio() >= NUDGE_RATIO
+    return False
 
 
 def _drift(key: str, x: Any, y: Any, all_leaves: dict[str, Any]) -> tuple[str, float] | None:
@@ -194,7 +206,7 @@ def _arg_words(node: ToolNode) -> frozenset[str]:
 
 #: Results compare as sets of word n-grams: a new phrase ("positioned 40% down") is news
 #: even when each of its words was seen before.
-SHINGLE = 3
+SHINGLE = 1
 
 
 def shingles(seq: tuple[str, ...] | list[str]) -> set[tuple[str, ...]]:
@@ -227,10 +239,11 @@ def novelty(node: ToolNode, seen: set[tuple[str, ...]]) -> Novelty:
     if text is None:
         return NOTHING
     echo = _arg_words(node)
-    seq = [w for w in words(text) if w not in echo]
+    seq = words(text)
     head, rest = shingles(seq[:HEAD_WORDS]), shingles(seq[HEAD_WORDS - SHINGLE + 1:]) if len(seq) > HEAD_WORDS else set()
-    new_head = [sh for sh in head if sh not in seen]
-    new_rest = [sh for sh in rest if sh not in seen]
+    # A phrase that echoes the call's own arguments ("could not find <query>") is not news.
+    new_head = [sh for sh in head if sh not in seen and not echo.intersection(sh)]
+    new_rest = [sh for sh in rest if sh not in seen and not echo.intersection(sh)]
     sample = tuple(sorted({w for sh in new_head + new_rest for w in sh})[:12])
     return Novelty(bool(new_head), len(new_rest) / len(rest) if rest else 0.0, len(rest), sample)
 
@@ -330,9 +343,10 @@ def _near_miss(path: list[ToolNode], index: dict[str, int]) -> Evidence | None:
     for j, node in enumerate(path):
         nv = novelty(node, seen)
         for i in range(j):
-            if path[i].call.tool == node.call.tool and args_match(path[i].call.args, node.call.args):
+            m = args_match(path[i].call.args, node.call.args) if path[i].call.tool == node.call.tool else None
+            if m is not None:
                 if best is None or nv.share < best.new_share:
-                    best = Evidence(index[node.id], index[path[i].id], "near", 1.0, list(nv.sample), round(nv.share, 4),
+                    best = Evidence(index[node.id], index[path[i].id], "near", m[1], list(nv.sample), round(nv.share, 4),
                                     "re-issue whose result brought new words")
                 break
         if node.observation is not None:

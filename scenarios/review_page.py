@@ -106,6 +106,7 @@ ol.calls li{padding:1px 4px;border-left:3px solid transparent}
 ol.calls li.onset{background:#ffebee;border-left-color:#c62828}
 ol.calls li.proposed:not(.onset){border-left-color:#ef9a9a}
 ol.calls li.after{color:#777}
+ol.calls li.near{border-left-color:#ffb300;background:#fffde7}
 .tool{font-weight:600}.err{color:#c62828}
 .evidence{font-family:system-ui,sans-serif;font-size:12.5px;background:#fff8e1;border:1px solid #ffe082;border-radius:4px;padding:2px 6px;margin:2px 0}
 details pre{white-space:pre-wrap;word-break:break-word;max-height:18em;overflow:auto;background:#fafafa;margin:2px 0;padding:4px}
@@ -139,9 +140,9 @@ const short = (s, n) => (s && s.length > n) ? s.slice(0, n) + "\\u2026" : (s || 
 function evidenceText(ev) {
   if (!ev) return "";
   const parts = [];
-  if (ev.kind === "near") parts.push("closest call to a loop, judged not redundant:");
-  else parts.push(ev.kind);
-  if (ev.repeats !== null && ev.repeats !== undefined) parts.push("repeats call #" + ev.repeats);
+  const rep = ev.repeats !== null && ev.repeats !== undefined ? " repeats call #" + ev.repeats : "";
+  if (ev.kind === "near") parts.push("closest to a loop, judged not redundant: call #" + ev.call + rep);
+  else parts.push(ev.kind + ": call #" + ev.call + rep);
   if (typeof ev.similarity === "number") parts.push("argument similarity " + ev.similarity.toFixed(2));
   parts.push("new in result: " + (ev.new_in_result && ev.new_in_result.length ? ev.new_in_result.join(" ") : "nothing")
              + (ev.new_share ? " (" + (100 * ev.new_share).toFixed(1) + "% new)" : ""));
@@ -169,6 +170,7 @@ function renderCalls(i, sec) {
     li.dataset.call = k;
     if (k === s.onset) li.classList.add("onset");
     if (k === t.onset) li.classList.add("proposed");
+    if (!t.loops && t.evidence && t.evidence.length && t.evidence[0].call === k) li.classList.add("near");
     if (s.onset !== null && s.onset !== undefined && k > s.onset) li.classList.add("after");
     li.append(el("span", "tool", c.tool), document.createTextNode(" "), el("span", "args", short(c.args, 240)));
     if (c.error) li.append(document.createTextNode(" "), el("span", "err", "error"));
