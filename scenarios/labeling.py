@@ -17,8 +17,11 @@ reads the judged call's own result (hindsight). The rules, all general:
 - not loops: a retry after an error that now succeeds, polling that sees changed state,
   paging that reveals new text — all bring new words — and a call after a successful
   write, which changed the world;
-- ``no_progress``: three different calls in a row whose results bring nothing; the third
-  is the onset; ``cycle``: a repeat of the call before last, alternating with another.
+- ``no_progress``: three different calls in a row that fail and whose errors bring
+  nothing new; the third is the onset (another id, item or route that returns nothing is
+  fan-out, not this);
+- a call whose result is empty by design (a ``think`` note) asks the world nothing and is
+  never judged; ``cycle``: a repeat of the call before last, alternating with another.
 
 The onset of a path is its first redundant call; every call gets a label. A trace
 whose labels a person confirmed or corrected (``meta["label_source"] == "human"``, set
@@ -45,7 +48,9 @@ LABELLER = "labeller"
 #: Two texts with at least this share of common content words say the same (paraphrase).
 PARAPHRASE_JACCARD = 0.5
 #: A string argument is "nudged" (drift) when at least this much of it stays (difflib ratio).
-NUDGE_RATIO = 0.75
+NUDGE_RATIO = 0.6
+#: Code is "nudged" when at most this many lines change, in code of at least so many lines.
+CODE_NUDGE_LINES, CODE_MIN_LINES = 2, 4
 #: A long result may bring this share of new words and still count as nothing new.
 NOISE_SHARE = 0.1
 #: ... but only if it is long: shorter results must bring no new phrase at all.
@@ -62,7 +67,8 @@ _STOP = frozenset(
     "a an the of to in on for and or is are was be by with at from as that this it its what which who "
     "how when where do does did please can you i me my your".split()
 )
-_WORD = re.compile(r"\w+", re.UNICODE)
+# Numbers stay whole ("5.0", "06:00:00"): a new figure is news even if its digits are not.
+_WORD = re.compile(r"\d+(?:[.:,/-]\d+)*|\w+", re.UNICODE)
 _IDENT = re.compile(r"^(?=.*\d)[A-Za-z0-9_\-.]{4,}$")
 _ID_KEY = re.compile(r"(^|[_\-])(id|ids)$|[a-z](Id|Ids|ID)$", re.I)
 _COMMENT = re.compile(r"(?m)\s*(#|//).*$")
@@ -132,11 +138,23 @@ class Evidence:
     note: str = ""
 
 
+def _note_to_self(node: ToolNode) -> bool:
+    """A call that returns nothing by design (a ``think`` tool): it asks the world nothing."""
+    return node.observation is not None and not node.observation.error and node.observation.content == ""
+
+
 def _is_write(tool: str) -> bool:
     return bool(set(re.split(r"[^a-z]+", tool.lower())) & WRITE_VERBS)
 
 
 def _identifier(path: str, value: Any) -> bool:
+    """Whether a leaf names *what* the call is about: another id there is another call.
+
+    Only top-level arguments count: an id inside a larger structure (one flight of a
+    booking's flights) is one parameter among many, and changing it is a nudge.
+    """
+    if path.count(".") > 1 or "[" in path:
+        return False
     key = path.rsplit(".", 1)[-1].split("[", 1)[0]
     return bool(_ID_KEY.search(key)) or (
         isinstance(value, str) and bool(_IDENT.match(value)) and not value.replace(".", "").isdigit()
@@ -161,7 +179,11 @@ def args_match(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, float] | None
                     kinds.append("cosmetic")
                     sims.append(1.0)
                     continue
-                return None if len(differing) > 1 or _identifier(k, x) else _drift(k, x, y, la)
+                if len(differing) == 1 and _code_nudge(x, y):
+                    kinds.append("drift")
+                    sims.append(0.9)
+                    continue
+                return None
             if cosmetic(x) == cosmetic(y):
                 kinds.append("cosmetic")
                 sims.append(1.0)
@@ -176,7 +198,7 @@ def args_match(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, float] | None
         if len(differing) == 1 and not _identifier(k, x) and _nudge(x, y):
             return _drift(k, x, y, la)
         return None
-    kind = "paraphrased" if "paraphrased" in kinds else "cosmetic"
+    kind = next((k for k in ("paraphrased", "drift") if k in kinds), "cosmetic")
     return kind, min(sims) if sims else 1.0
 
 
@@ -187,6 +209,18 @@ def _nudge(x: Any, y: Any) -> bool:
     if isinstance(x, str) and isinstance(y, str) and max(len(x), len(y)) <= 200:  # a value, not a text
         return SequenceMatcher(None, x, y, autojunk=False).ratio() >= NUDGE_RATIO
     return False
+
+
+def _code_nudge(x: str, y: str) -> bool:
+    """Code that differs in at most ``CODE_NUDGE_LINES`` lines (comments and spacing aside)
+    of at least ``CODE_MIN_LINES``: one parameter changed, the computation kept."""
+    a = [code_cosmetic(line) for line in x.splitlines() if code_cosmetic(line)]
+    b = [code_cosmetic(line) for line in y.splitlines() if code_cosmetic(line)]
+    if min(len(a), len(b)) < CODE_MIN_LINES:
+        return False
+    sm = SequenceMatcher(None, a, b, autojunk=False)
+    changed = sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in sm.get_opcodes() if tag != "equal")
+    return changed <= CODE_NUDGE_LINES
 
 
 def _drift(key: str, x: Any, y: Any, all_leaves: dict[str, Any]) -> tuple[str, float] | None:
@@ -265,6 +299,9 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
         nv = novelty(node, seen)
         nothing = adds_nothing(nv) and node.observation is not None
         ev = None
+        if _note_to_self(node):
+            out[node.id] = None
+            continue
         for i in range(j - 1, -1, -1):
             earlier = path[i]
             if earlier.call.tool != node.call.tool or i < last_write:
@@ -286,12 +323,12 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
             note = "identical result" if same_result else ("no result recorded" if unrecorded else "no new words")
             ev = Evidence(index[node.id], index[earlier.id], kind, sim, list(nv.sample), round(nv.share, 4), note)
             break
-        if ev is None and nothing:
+        if ev is None and nothing and node.observation.error:
             barren_run += 1
             if barren_run >= 3:
                 ev = Evidence(index[node.id], None, "no_progress", 0.0, [], 0.0, "third call in a row with nothing new")
-        else:
-            barren_run = 0 if not nothing else barren_run + 1
+        elif ev is None:
+            barren_run = 0
         out[node.id] = ev
         if node.observation is not None:
             seen.update(result_shingles(node))
