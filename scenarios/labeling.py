@@ -235,7 +235,9 @@ def _result_text(node: ToolNode) -> str | None:
 
 
 def _arg_words(node: ToolNode) -> frozenset[str]:
-    return frozenset(w for v in leaves(node.call.args).values() if isinstance(v, str) for w in words(v))
+    """Words a result may echo from its call ("could not find <query>"); code is run, not echoed."""
+    return frozenset(w for v in leaves(node.call.args).values()
+                     if isinstance(v, str) and not looks_like_code(v) for w in words(v))
 
 
 #: Results compare as sets of word n-grams: a new phrase ("positioned 40% down") is news
