@@ -251,9 +251,19 @@ def shingles(seq: tuple[str, ...] | list[str]) -> set[tuple[str, ...]]:
     return set(zip(*(seq[i:] for i in range(SHINGLE))))
 
 
+_URL_LINE = re.compile(r"^.*https?://.*$", re.M)
+
+
+@lru_cache(maxsize=8192)
+def locations(text: str) -> frozenset[tuple[str, ...]]:
+    """The lines of a result that name a URL, whole: where a browsing agent is (page,
+    viewport position). Reaching one not seen before is news, whatever the page text."""
+    return frozenset(("@location", " ".join(words(line))) for line in _URL_LINE.findall(text))
+
+
 def result_shingles(node: ToolNode) -> set[tuple[str, ...]]:
     text = _result_text(node)
-    return set() if text is None else shingles(words(text))
+    return set() if text is None else shingles(words(text)) | locations(text)
 
 
 @dataclass(frozen=True)
@@ -281,7 +291,8 @@ def novelty(node: ToolNode, seen: set[tuple[str, ...]]) -> Novelty:
     new_head = [sh for sh in head if sh not in seen and not echo.intersection(sh)]
     new_rest = [sh for sh in rest if sh not in seen and not echo.intersection(sh)]
     sample = tuple(sorted({w for sh in new_head + new_rest for w in sh})[:12])
-    return Novelty(bool(new_head), len(new_rest) / len(rest) if rest else 0.0, len(rest), sample)
+    new_place = any(loc not in seen for loc in locations(text))
+    return Novelty(bool(new_head) or new_place, len(new_rest) / len(rest) if rest else 0.0, len(rest), sample)
 
 
 def adds_nothing(nv: Novelty) -> bool:
@@ -291,14 +302,24 @@ def adds_nothing(nv: Novelty) -> bool:
     return nv.share == 0.0 or (nv.size >= NOISE_MIN_WORDS and nv.share <= NOISE_SHARE)
 
 
+def reports_cause(prev: ToolNode, node: ToolNode) -> bool:
+    """Whether ``prev`` is a delegation whose reply already reports ``node``, the action it
+    caused (an orchestrator's instruction, then the sub-agent's own tool call): then the
+    two are one event, and ``node`` is judged against what was known before ``prev``."""
+    a, b = _result_text(prev), _result_text(node)
+    return (a is not None and b is not None and prev.call.tool != node.call.tool
+            and len(b.strip()) >= 20 and b.strip() in a)
+
+
 def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidence | None]:
     """node id -> the evidence that it is redundant (``None`` = not redundant), for one path."""
     out: dict[str, Evidence | None] = {}
     seen: set[tuple[str, ...]] = set()
+    seen_before_prev: set[tuple[str, ...]] = set()
     barren_run = 0  # consecutive calls whose results brought nothing
     last_write = -1
     for j, node in enumerate(path):
-        nv = novelty(node, seen)
+        nv = novelty(node, seen_before_prev if j and reports_cause(path[j - 1], node) else seen)
         nothing = adds_nothing(nv) and node.observation is not None
         ev = None
         if _note_to_self(node):
@@ -332,6 +353,7 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
         elif ev is None:
             barren_run = 0
         out[node.id] = ev
+        seen_before_prev = set(seen)
         if node.observation is not None:
             seen.update(result_shingles(node))
             if _is_write(node.call.tool) and not node.observation.error:
