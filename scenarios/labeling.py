@@ -53,6 +53,8 @@ NUDGE_RATIO = 0.6
 CODE_NUDGE_LINES, CODE_MIN_LINES = 2, 4
 #: A long result may bring this share of new words and still count as nothing new.
 NOISE_SHARE = 0.1
+#: On a page already seen (same URL line), this share of new words is screen noise (OCR).
+PLACE_NOISE_SHARE = 0.15
 #: ... but only if it is long: shorter results must bring no new phrase at all.
 NOISE_MIN_WORDS = 60
 #: The opening words of a result say where the agent is (page and position, record):
@@ -274,6 +276,7 @@ class Novelty:
     share: float  # share of new phrases in the rest
     size: int  # phrases in the rest
     sample: tuple[str, ...]  # words of the new phrases
+    placed: bool = False  # the result names where it is (a URL line)
 
 
 NOTHING = Novelty(False, 0.0, 0, ())
@@ -291,15 +294,22 @@ def novelty(node: ToolNode, seen: set[tuple[str, ...]]) -> Novelty:
     new_head = [sh for sh in head if sh not in seen and not echo.intersection(sh)]
     new_rest = [sh for sh in rest if sh not in seen and not echo.intersection(sh)]
     sample = tuple(sorted({w for sh in new_head + new_rest for w in sh})[:12])
-    new_place = any(loc not in seen for loc in locations(text))
-    return Novelty(bool(new_head) or new_place, len(new_rest) / len(rest) if rest else 0.0, len(rest), sample)
+    places = locations(text)
+    if places:
+        # A browsing result says where it is in its URL lines: the place is its head, and
+        # the page text (OCR, banners) is content, compared with more tolerance.
+        body = head | rest
+        new_body = [sh for sh in body if sh not in seen and not echo.intersection(sh)]
+        return Novelty(any(loc not in seen for loc in places), len(new_body) / len(body) if body else 0.0,
+                       len(body), sample, placed=True)
+    return Novelty(bool(new_head), len(new_rest) / len(rest) if rest else 0.0, len(rest), sample)
 
 
 def adds_nothing(nv: Novelty) -> bool:
     """Nothing new up front, and at most a little noise (UI changes, OCR) in a long rest."""
     if nv.head_new:
         return False
-    return nv.share == 0.0 or (nv.size >= NOISE_MIN_WORDS and nv.share <= NOISE_SHARE)
+    return nv.share == 0.0 or (nv.size >= NOISE_MIN_WORDS and nv.share <= (PLACE_NOISE_SHARE if nv.placed else NOISE_SHARE))
 
 
 def reports_cause(prev: ToolNode, node: ToolNode) -> bool:
