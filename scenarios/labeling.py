@@ -47,6 +47,8 @@ LABELLER = "labeller"
 
 #: Two texts with at least this share of common content words say the same (paraphrase).
 PARAPHRASE_JACCARD = 0.5
+#: ... and for texts of at least ``LONG_TEXT_WORDS`` content words (instructions to an agent).
+LONG_PARAPHRASE_JACCARD, LONG_TEXT_WORDS = 0.35, 10
 #: A string argument is "nudged" (drift) when at least this much of it stays (difflib ratio).
 NUDGE_RATIO = 0.6
 #: Code is "nudged" when at most this many lines change, in code of at least so many lines.
@@ -103,6 +105,17 @@ def looks_like_code(text: str) -> bool:
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def text_similarity(x: str, y: str) -> float:
+    """How alike two argument texts are in content: shared content words (Jaccard), scaled
+    so that ``PARAPHRASE_JACCARD`` is the bar for short texts and ``LONG_PARAPHRASE_JACCARD``
+    for long ones (a reworded instruction keeps a smaller share of its words than a query)."""
+    a, b = content_words(x), content_words(y)
+    sim = jaccard(a, b)
+    if min(len(a), len(b)) >= LONG_TEXT_WORDS and sim >= LONG_PARAPHRASE_JACCARD:
+        return max(sim, PARAPHRASE_JACCARD)
+    return sim
 
 
 def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -192,7 +205,7 @@ def args_match(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, float] | None
                 continue
             if _identifier(k, x) or _identifier(k, y):
                 return None
-            sim = jaccard(content_words(x), content_words(y))
+            sim = text_similarity(x, y)
             if sim >= PARAPHRASE_JACCARD:
                 kinds.append("paraphrased")
                 sims.append(sim)
