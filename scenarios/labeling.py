@@ -73,7 +73,9 @@ _STOP = frozenset(
 )
 # Numbers stay whole ("5.0", "06:00:00"): a new figure is news even if its digits are not.
 _WORD = re.compile(r"\d+(?:[.:,/-]\d+)*|\w+", re.UNICODE)
-_IDENT = re.compile(r"^(?=.*\d)[A-Za-z0-9_\-.]{4,}$")
+#: A code-like value mixing letters and digits (K1NW8N, certificate_4856383); dates and
+#: numbers are values, not names.
+_IDENT = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9_\-.]{4,}$")
 _ID_KEY = re.compile(r"(^|[_\-])(id|ids)$|[a-z](Id|Ids|ID)$", re.I)
 _COMMENT = re.compile(r"(?m)\s*(#|//).*$")
 
