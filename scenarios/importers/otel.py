@@ -30,6 +30,11 @@ Mapping:
   agent span nested in another, or spans under a tool span (agent as a tool) — branch
   off the last call of the enclosing agent that started before the sub-agent did.
 
+No separate ``openai-agents`` format: the OpenAI Agents SDK has no file exporter of its
+own (its traces go to OpenAI's dashboard, or to OTel through an instrumentation), and
+the OTel instrumentations of it (OpenInference, Logfire, OpenLIT) emit the TOOL /
+``execute_tool`` spans read here.
+
 A trace without tool spans is skipped with a problem line; a file that is OTLP
 protobuf, or whose documents hold no tool span at all, gets one clear line. A malformed
 document or span is reported with its line and skipped; the good traces are imported.
