@@ -10,8 +10,13 @@ reads the judged call's own result (hindsight). The rules, all general:
   changed code is a re-test), or equal but for one nudged value that is not an
   identifier (``drift``; another id, item or route is another call);
 - *adds nothing*: the result is identical to the re-issued call's result, or every word
-  of it (less the words of the call's own arguments, which results echo) already appeared
-  in earlier results, allowing a small share of new words in long results (UI noise, OCR).
+  of it (less the words of the call's own arguments, which results echo; numbers count
+  whole) already appeared in earlier results — strictly in its opening words, with a
+  small share of new words allowed further on in long results. A result that names where
+  it is (a line with a URL: a browser's page and viewport) brings news when that place is
+  new, and on a known place a larger share of new words is screen noise (OCR, banners).
+  An action that its delegation's reply already reported (the orchestrator's instruction,
+  then the sub-agent's own call) is judged against what was known before the delegation.
   A call with no recorded result adds nothing when the call it repeats got one (a
   request already fulfilled);
 - not loops: a retry after an error that now succeeds, polling that sees changed state,
@@ -23,7 +28,9 @@ reads the judged call's own result (hindsight). The rules, all general:
 - a call whose result is empty by design (a ``think`` note) asks the world nothing and is
   never judged; ``cycle``: a repeat of the call before last, alternating with another.
 
-The onset of a path is its first redundant call; every call gets a label. A trace
+The onset of a path is its first redundant call; every call gets a label. The
+thresholds below were set on the dev half of the hand labels (``bench/bench_label.py``);
+the held-out half checks them. A trace
 whose labels a person confirmed or corrected (``meta["label_source"] == "human"``, set
 when a review decision is imported) keeps them: a second run never overwrites them.
 """
