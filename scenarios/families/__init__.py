@@ -1,2 +1,2 @@
 """Scenario families: importing this package registers every built-in family."""
-from . import healthy, loops  # noqa: F401  (registration by import)
+from . import hard_negatives, healthy, loops, real_loops, shell_agent  # noqa: F401  (registration by import)
