@@ -225,7 +225,8 @@ class MoreTools:
         similar = self.similar_titles(entity)
         listed = ", ".join(repr(t) for t in similar)
         return (Observation(f"Could not find [{entity}]. Similar: [{listed}].", error=True),
-                frozenset(f"title:{t}" for t in similar) or frozenset({"wiki:nothing"}), state)
+                # A failure teaches only the titles it suggests (none: nothing learned).
+                frozenset(f"title:{t}" for t in similar), state)
 
     # -- code
     def _t_run_code(self, state, args: Mapping[str, Any]):

@@ -81,6 +81,7 @@ class RunConfig:
             "suite": self.suite.name,
             "families": self.families,
             "episodes_per_family": self.episodes,
+            "family_weights": {f: w for f, w in sorted(self.suite.family_weights.items()) if f in self.families},
             "seed": self.seed,
             "mode": self.mode,
             "delta": self.delta,
@@ -102,8 +103,13 @@ def _bar(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="ep", file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
-def build_scenarios(families: Sequence[str], episodes: int, seed: int, family_params: dict[str, dict[str, Any]]) -> list[Scenario]:
-    return [make_scenario(f, i, seed, **family_params.get(f, {})) for f in families for i in range(episodes)]
+def build_scenarios(families: Sequence[str], episodes: int, seed: int, family_params: dict[str, dict[str, Any]],
+                    weights: Mapping[str, float] | None = None) -> list[Scenario]:
+    """``episodes`` per family, times the family's weight in the suite (see ``episode_count``)."""
+    from scenarios.suites import episode_count
+
+    return [make_scenario(f, i, seed, **family_params.get(f, {}))
+            for f in families for i in range(episode_count(episodes, (weights or {}).get(f, 1.0)))]
 
 
 def generate_episodes(scenarios: Sequence[Scenario], progress: bool = False) -> list[Episode]:
@@ -308,7 +314,8 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     parts.start(config.resume)  # raises ResumeError before any work
     profiles_version, profiles = load_profiles()
     t_start = time.perf_counter()
-    scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params)
+    scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params,
+                                config.suite.family_weights)
     episodes = generate_episodes(scenarios, config.progress)
     write_trace(out / "trace.jsonl", episodes)
     phases = {"generate": time.perf_counter() - t_start}
