@@ -25,12 +25,16 @@ from ..worldtools import request_key, viewports
 from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, span
 from .loops import COMMON, Stuck, build_looping
 
+#: Real loops run for a handful of repeats before the agent or its budget gives up (the
+#: ReAct traces halt after a few, Magentic-One re-delegates five to ten times), not 30-50.
+REAL = {**COMMON, "loop_length": (8, 20)}
+
 
 def _length(rng: random.Random, p: dict[str, Any]) -> int:
     return rng.randint(*span(p["loop_length"]))
 
 
-@family("search_dead_end", looping=True, **{**COMMON, "personas": ("paraphraser", "stubborn")})
+@family("search_dead_end", looping=True, **{**REAL, "personas": ("paraphraser", "stubborn")})
 def search_dead_end(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """Reworded look-ups of one subject, each failing with the suggestions already seen."""
 
@@ -58,7 +62,7 @@ def search_dead_end(rng: random.Random, p: dict[str, Any]) -> Scenario:
     return build_looping(rng, p, "search_dead_end", setup)
 
 
-@family("rerun_code", looping=True, **COMMON)
+@family("rerun_code", looping=True, **REAL)
 def rerun_code(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """The same code run again (at most cosmetically edited) for the same output."""
 
@@ -80,7 +84,7 @@ def rerun_code(rng: random.Random, p: dict[str, Any]) -> Scenario:
     return build_looping(rng, p, "rerun_code", setup)
 
 
-@family("scroll_stall", looping=True, **COMMON)
+@family("scroll_stall", looping=True, **REAL)
 def scroll_stall(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """Scrolling on at the end of a page: the same last screen again and again."""
 
@@ -100,7 +104,7 @@ _ASKS = ("Please find {q} and report back.", "Search for {q}.", "Look up {q} and
          "I need {q}; please search for it again.", "Try once more to find {q}.")
 
 
-@family("redelegate", looping=True, **{**COMMON, "personas": ("paraphraser", "stubborn")})
+@family("redelegate", looping=True, **{**REAL, "personas": ("paraphraser", "stubborn")})
 def redelegate(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """A fulfilled request re-delegated in new words; the sub-agent gives no reply."""
 

@@ -20,7 +20,8 @@ from ..base import Scenario, family
 from ..shell import current
 from .builder import PathBuilder, ScriptError, span
 from .hard_negatives import TREE, finish, start_world
-from .loops import COMMON, Stuck, build_looping
+from .loops import Stuck, build_looping
+from .real_loops import REAL
 
 SHELL = ("bash",)
 TEST_COMMANDS = ("python -m pytest tests -q", "pytest tests/ -x -q", "python -m pytest -q", "pytest -q tests")
@@ -75,7 +76,7 @@ def shell_edit_test(rng: random.Random, p: dict[str, Any]) -> Scenario:
     return finish(world, b, rng, p, tools=SHELL, test=test.args["command"], reverted=reverted)
 
 
-@family("shell_rerun", looping=True, **COMMON)
+@family("shell_rerun", looping=True, **REAL)
 def shell_rerun(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """Shell only: the same test re-run with no edit between, a file re-read, or edits that change nothing."""
 
