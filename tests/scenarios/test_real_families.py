@@ -205,3 +205,18 @@ def test_family_weights_are_checked(tmp_path):
     with pytest.raises(SuiteError, match="must be a positive number"):
         load_suite(str(bad))
     assert episode_count(40, 0.5) == 20 and episode_count(4, 0.1) == 1
+
+
+def test_new_families_survive_the_trace_format(tmp_path):
+    from sim.scoring import episode_outcomes
+    from sim.trace import read_trace, write_trace
+
+    eps = [generate(make_scenario(f, i)) for f in ("redelegate", "shell_rerun", "write_echo", "shell_edit_test")
+           for i in range(3)]
+    write_trace(tmp_path / "t.jsonl", eps)
+    back = {e.id: e for e in read_trace(tmp_path / "t.jsonl").episodes}
+    for ep in eps:
+        got = back[ep.id]
+        assert [n.call for n in got.tool_nodes()] == [n.call for n in ep.tool_nodes()]
+        assert [n.observation for n in got.tool_nodes()] == [n.observation for n in ep.tool_nodes()]
+        assert [o.outcome for o in episode_outcomes(got, {})] == [o.outcome for o in episode_outcomes(ep, {})]
