@@ -224,7 +224,8 @@ class MoreTools:
             return Observation(d.body), frozenset({f"doc:{d.id}"}), state
         similar = self.similar_titles(entity)
         listed = ", ".join(repr(t) for t in similar)
-        return (Observation(f"Could not find [{entity}]. Similar: [{listed}].", error=True),
+        # Not flagged as an error: the look-up ran and answered, as ReAct's Search does.
+        return (Observation(f"Could not find [{entity}]. Similar: [{listed}]."),
                 # A failure teaches only the titles it suggests (none: nothing learned).
                 frozenset(f"title:{t}" for t in similar), state)
 
