@@ -88,14 +88,16 @@ def _one(job: tuple[str, int, int, dict]) -> Checked:
 
 def validate_suite(families: Sequence[str], episodes: int, seed: int = 0,
                    family_params: dict[str, dict] | None = None, workers: int = 1,
-                   indices: Iterable[int] | None = None) -> list[Checked]:
+                   indices: Iterable[int] | None = None, weights: dict[str, float] | None = None) -> list[Checked]:
     """Generate and validate every episode of a suite (or the given ``indices`` of each
-    family); the first bad episode raises ``LabelError``."""
+    family, among the episodes its ``weights`` give it); the first bad episode raises ``LabelError``."""
     from scenarios import families as _registered  # noqa: F401
+    from scenarios.suites import episode_count
 
     params = family_params or {}
-    idx = list(indices) if indices is not None else list(range(episodes))
-    jobs = [(f, i, seed, params.get(f, {})) for f in families for i in idx]
+    idx = set(indices) if indices is not None else None
+    jobs = [(f, i, seed, params.get(f, {})) for f in families
+            for i in range(episode_count(episodes, (weights or {}).get(f, 1.0))) if idx is None or i in idx]
     if workers <= 1:
         return [_one(j) for j in jobs]
     import multiprocessing as mp
