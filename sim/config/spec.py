@@ -62,6 +62,7 @@ class RunConfig:
             "suite": self.suite.name,
             "families": self.families,
             "episodes_per_family": self.episodes,
+            "family_weights": {f: w for f, w in sorted(self.suite.family_weights.items()) if f in self.families},
             "seed": self.seed,
             "mode": self.mode,
             "delta": self.delta,

@@ -52,8 +52,13 @@ def _bar(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="ep", file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
-def build_scenarios(families: Sequence[str], episodes: int, seed: int, family_params: dict[str, dict[str, Any]]) -> list[Scenario]:
-    return [make_scenario(f, i, seed, **family_params.get(f, {})) for f in families for i in range(episodes)]
+def build_scenarios(families: Sequence[str], episodes: int, seed: int, family_params: dict[str, dict[str, Any]],
+                    weights: Mapping[str, float] | None = None) -> list[Scenario]:
+    """``episodes`` per family, times the family's weight in the suite (see ``episode_count``)."""
+    from scenarios.suites import episode_count
+
+    return [make_scenario(f, i, seed, **family_params.get(f, {}))
+            for f in families for i in range(episode_count(episodes, (weights or {}).get(f, 1.0)))]
 
 
 def generate_episodes(scenarios: Sequence[Scenario], progress: bool = False) -> list[Episode]:
@@ -203,7 +208,8 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
         if len(label_problems) > 20:
             log(f"... and {len(label_problems) - 20} more labels not used")
     else:
-        scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params)
+        scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params,
+                                    config.suite.family_weights)
         episodes = generate_episodes(scenarios, config.progress)
     write_trace(out / "trace.jsonl", episodes)
     phases = {"generate": time.perf_counter() - t_start}
