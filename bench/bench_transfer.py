@@ -39,13 +39,20 @@ def _read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-def synthetic_metrics(run_dir: Path | None, detectors: list[str]) -> tuple[list[dict], str]:
-    if run_dir is None:
-        run_dir = Path(tempfile.mkdtemp(prefix="transfer-syn-"))
-        cmd = [sys.executable, "-c", "from sim.cli import main; main()", "run", "--mode", "open", "--no-progress",
-               "--detectors", ",".join(detectors), "--out", str(run_dir)]
-        print("synthetic:", " ".join(cmd[3:]), flush=True)
-        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+def synthetic_metrics(run_dirs: list[Path] | None, detectors: list[str]) -> tuple[list[dict], str]:
+    """metrics.csv rows of the synthetic run(s); a later folder's rows replace an earlier's
+    for the detectors it scored (re-run only a changed detector)."""
+    if run_dirs:
+        rows: dict[tuple[str, str], dict] = {}
+        for d in run_dirs:
+            for r in _read_csv(d / "metrics.csv"):
+                rows[(r["detector"], r["family"])] = r
+        return list(rows.values()), " + ".join(map(str, run_dirs))
+    run_dir = Path(tempfile.mkdtemp(prefix="transfer-syn-"))
+    cmd = [sys.executable, "-c", "from sim.cli import main; main()", "run", "--mode", "open", "--no-progress",
+           "--detectors", ",".join(detectors), "--out", str(run_dir)]
+    print("synthetic:", " ".join(cmd[3:]), flush=True)
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     return _read_csv(run_dir / "metrics.csv"), str(run_dir)
 
 
@@ -74,7 +81,9 @@ def paired_interval(real_dir: Path, a: str, b: str, rounds: int = 2000) -> tuple
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--synthetic", type=Path, help="an existing run folder of the default suite (open loop)")
+    ap.add_argument("--synthetic", type=Path, action="append",
+                    help="an existing run folder of the default suite; repeat to let a later folder's detectors "
+                         "replace an earlier's")
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
                     help="the real corpora, for the Who&When traces (default ../shared/corpora/real; skipped if absent)")
     ap.add_argument("--detectors", default=",".join(available()))
