@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import scenarios.families  # noqa: E402,F401
 from scenarios.suites import load_suite  # noqa: E402
-from sim.runner import build_scenarios, generate_episodes  # noqa: E402
+from sim.execute.runner import build_scenarios, generate_episodes  # noqa: E402
 
 
 def main() -> None:

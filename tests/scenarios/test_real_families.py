@@ -12,8 +12,8 @@ import scenarios.families  # noqa: F401
 from scenarios.base import FAMILIES, healthy_families, loop_families, make_scenario
 from scenarios.suites import SuiteError, episode_count, load_suite
 from scenarios.worldtools import canonical_code
-from sim.harness import generate
-from sim.validate import scored_looping_paths, validate_episode
+from sim.play.harness import generate
+from sim.play.validate import scored_looping_paths, validate_episode
 
 NEW_HEALTHY = ("write_echo", "fresh_suggestions", "same_output", "scroll_paging", "corrected_id", "shell_edit_test")
 NEW_LOOPS = ("search_dead_end", "rerun_code", "scroll_stall", "redelegate", "shell_rerun")
@@ -213,8 +213,8 @@ def test_family_weights_are_checked(tmp_path):
 
 
 def test_new_families_survive_the_trace_format(tmp_path):
-    from sim.scoring import episode_outcomes
-    from sim.trace import read_trace, write_trace
+    from sim.scoring.outcomes import episode_outcomes
+    from scenarios.trace import read_trace, write_trace
 
     eps = [generate(make_scenario(f, i)) for f in ("redelegate", "shell_rerun", "write_echo", "shell_edit_test")
            for i in range(3)]
