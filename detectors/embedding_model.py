@@ -39,8 +39,9 @@ BACKEND_ENV = "LOOPBENCH_EMBED_BACKEND"
 ONNX_DIR_ENV = "LOOPBENCH_ONNX_DIR"
 #: ``torch``: sentence-transformers on PyTorch (the reference, and the default); ``onnx``: the
 #: same graph on onnxruntime (same vectors to ~1e-6, about half the CPU, no torch import once
-#: exported; not the default yet: a pool worker forked after its parent encoded with it hung
-#: in tests/detectors/test_embedding_model.py's fork test); ``onnx-int8``: its weights
+#: exported; not the default yet: in tests/detectors/test_embedding_model.py's fork test, a
+#: pool worker forked after its parent had encoded with a two-thread session hung, with one
+#: thread it passed; the cause is not found); ``onnx-int8``: its weights
 #: quantised to int8 (faster still, but it moves similarities by up to ~0.15). See
 #: ``detectors/onnx_encoder.py`` and ``bench/bench_cold_start.py``.
 BACKENDS = ("torch", "onnx", "onnx-int8")
