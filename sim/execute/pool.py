@@ -150,8 +150,8 @@ def shared_prefetch(tasks: Sequence[tuple[str, Any]]) -> list[Any]:
             if count[label] > 1 and prefetches(spec.build())]
 
 
-def _worker(conn: Any, cell: Any, limit: float | None) -> None:
-    worker_signals()  # the parent handles Ctrl-C and terminates us
+def _worker(conn: Any, cell: Any, limit: float | None, parent: int) -> None:
+    worker_signals(parent)  # the parent handles Ctrl-C and terminates us; we die with it
     while True:
         task = conn.recv()
         if task is None:
@@ -163,7 +163,8 @@ class _Worker:
     def __init__(self, ctx: Any, limit: float | None) -> None:
         self.cell = ctx.RawValue("d", 0.0)
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child, self.cell, limit), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(child, self.cell, limit, os.getpid()),
+                                daemon=True)
         self.proc.start()
         child.close()
         self.task: tuple[str, Any] | None = None
