@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 from scenarios.base import Scenario
 
 from scenarios.tree import Episode
+from detectors.embedding_model import THREADS_ENV
 from detectors.protocol import cost_counters, prefetches
 from sim.forking import default_workers, fork_context, worker_signals
 from sim.execute.tasks import OpenResult, run_closed, run_open, timing_row
@@ -152,6 +153,11 @@ def shared_prefetch(tasks: Sequence[tuple[str, Any]]) -> list[Any]:
 
 def _worker(conn: Any, cell: Any, limit: float | None, parent: int) -> None:
     worker_signals(parent)  # the parent handles Ctrl-C and terminates us; we die with it
+    # The pool already puts a worker on every core. torch's own threads on top of that
+    # oversubscribe the machine, and its thread barriers then wait on descheduled threads:
+    # with a second run beside this one, encoding one text inside a check took over 5 s
+    # and failed episodes at the check limit. One thread per worker unless the user says.
+    os.environ.setdefault(THREADS_ENV, "1")
     while True:
         task = conn.recv()
         if task is None:

@@ -8,16 +8,14 @@ flip the cell hundreds of thousands of times a second, so sooner or later the tw
 straddled a flip. The tests below give the parent a cell that flips on every read, which
 reproduces that every time instead of sometimes.
 """
-import csv
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from sim.execute import pool
+from tests.sim.run_files import errors_by_detector
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTS = ROOT / "tests" / "fixtures" / "faults"
@@ -35,14 +33,6 @@ class FlippingCell:
     def value(self):
         self.reads += 1
         return time.monotonic() - 0.001 if self.reads % 2 else 0.0
-
-
-def _errors(out: Path, name: str) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {}
-    with open(out / name, newline="") as fh:
-        for row in csv.DictReader(fh):
-            found.setdefault(row["detector"], set()).add(row["error"])
-    return found
 
 
 def _cli(args, out: Path, env=None) -> subprocess.Popen:
@@ -91,12 +81,12 @@ def test_a_call_blocked_in_c_is_killed_beside_another_run_and_the_rest_is_intact
         assert p.returncode == 0, err
     killed = ("a detector call ran over 2.5 s and could not be interrupted (--check-timeout 0.5); "
               "its worker was killed")
-    errors = _errors(hung, "episodes.csv")
+    errors = errors_by_detector(hung, "episodes.csv")
     assert errors["stuck"] == {killed}  # reported as that detector's failure, on each of its episodes
     assert errors["exact"] == errors["normalized"] == {""}
     assert killed in (hung / "scoreboard.md").read_text()
     for name in ("episodes.csv", "closed.csv"):
-        assert set().union(*_errors(beside, name).values()) == {""}, name  # no task of the other run failed
+        assert set().union(*errors_by_detector(beside, name).values()) == {""}, name  # no task of the other run failed
     # The rest of the hung run's results are what a run without the stuck detector gives.
     alone = tmp_path / "alone"
     p = _cli([*QUICK, "--detectors", "exact,normalized", "--mode", "open", "--check-timeout", "0.5",
@@ -104,3 +94,23 @@ def test_a_call_blocked_in_c_is_killed_beside_another_run_and_the_rest_is_intact
     assert p.communicate(timeout=300)[0] is None and p.returncode == 0
     rows = [r for r in (hung / "metrics.csv").read_text().splitlines() if not r.startswith("stuck,")]
     assert rows == (alone / "metrics.csv").read_text().splitlines()
+
+
+def test_pool_workers_run_torch_on_one_thread_unless_told(monkeypatch):
+    # Intra-op threads in every worker oversubscribe the cores under load (see the pool).
+    from sim.config.spec import DetectorSpec
+    from sim.execute.runner import build_scenarios, generate_episodes
+
+    monkeypatch.syspath_prepend(str(FAULTS))
+    monkeypatch.delenv("LOOPBENCH_TORCH_THREADS", raising=False)
+    scenarios = build_scenarios(["stale"], 1, 0, {})
+    episodes = generate_episodes(scenarios)
+    tasks = [("open", DetectorSpec("t", "fault_guards:ReportsTorchThreads")), ("open", DetectorSpec("exact", "exact"))]
+
+    def threads():
+        res, _ = pool.run_tasks(tasks, episodes, scenarios, workers=2)[("open", "t")]
+        return set(res.errors.values())
+
+    assert threads() == {"RuntimeError: threads=1"}
+    monkeypatch.setenv("LOOPBENCH_TORCH_THREADS", "2")
+    assert threads() == {"RuntimeError: threads=2"}
