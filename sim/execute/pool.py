@@ -9,7 +9,12 @@ A task never takes the run down with it: a detector that raises, returns garbage
 overruns the per-check limit fails only its episodes (``sim.play.watchdog``); a worker that
 dies (a crash in C code) or whose detector call is stuck past the hard limit is killed,
 and its task is reported as failed on every episode. ``on_result`` sees each finished
-task at once (the runner checkpoints it). On an interrupt, every worker is terminated.
+task at once (the runner checkpoints it). On an interrupt, every worker is terminated;
+if the parent is killed outright, the workers die with it (``sim.forking.die_with_parent``).
+
+The parent reads a worker's start-time cell once per look (:func:`_overran`): the worker
+zeroes it between calls, and a second read for the subtraction once made the machine's
+uptime pass for a call's duration and killed healthy workers.
 """
 from __future__ import annotations
 
