@@ -18,14 +18,6 @@ One-time set-up inside a call (a detector loading its model on the first text it
 encode, marked with ``detectors.protocol.setup_work``) pauses both layers; the call then
 gets a fresh limit.
 
-Time a call spends waiting for a CPU is not the call's: on a loaded machine (another run
-beside this one) a worker can sit on the run queue for seconds while a µs check is
-"running". Each tick reads how long this thread has waited for a CPU (Linux
-``/proc/thread-self/schedstat``) and moves the deadline by the wait since the last tick;
-a detector that computes, sleeps or spins is still interrupted at the limit. Without
-this, a run beside another once failed cheap detectors' episodes as "took longer than
-5 s" when the machine stalled for 12 s.
-
 Signals are only available in a process's main thread; elsewhere the watchdog only keeps
 the start times (the pool's layer still works).
 """
@@ -36,7 +28,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from detectors.protocol import unwatch_setup, watch_setup
 
@@ -62,16 +54,6 @@ def hard_limit(limit: float) -> float:
     return limit + max(2.0, limit, grace)
 
 
-def cpu_wait_seconds() -> float:
-    """Seconds the calling thread has spent runnable but waiting for a CPU; 0.0 where the
-    kernel does not say (not Linux, no schedstat)."""
-    try:
-        with open("/proc/thread-self/schedstat", "rb") as fh:
-            return int(fh.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
 class Watchdog:
     """Marks detector calls (``begin``/``end``) and interrupts one that overruns ``limit``.
 
@@ -80,12 +62,9 @@ class Watchdog:
     the previous ``SIGALRM`` handler restored) on exit.
     """
 
-    def __init__(self, limit: float | None = None, cell: Any = None,
-                 cpu_wait: Callable[[], float] = cpu_wait_seconds) -> None:
+    def __init__(self, limit: float | None = None, cell: Any = None) -> None:
         self.limit = float(limit) if limit and limit > 0 else None
         self.cell = cell if cell is not None else ctypes.c_double(0.0)
-        self._cpu_wait = cpu_wait
-        self._waited = 0.0
         self._next = 0.0
         self._prev: Any = None
         self._armed = False
@@ -115,7 +94,6 @@ class Watchdog:
         self._hooks = watch_setup(self._pause, self._resume)
         if self.limit is not None and threading.current_thread() is threading.main_thread():
             self._prev = signal.signal(signal.SIGALRM, self._on_alarm)
-            self._waited = self._cpu_wait()
             tick = min(0.25, self.limit / 4)
             signal.setitimer(signal.ITIMER_REAL, tick, tick)
             self._armed = True
@@ -132,10 +110,6 @@ class Watchdog:
             self._armed = False
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
-        waited = self._cpu_wait()
-        if waited > self._waited:  # queued for a CPU since the last tick: not the call's time
-            self._next += waited - self._waited
-        self._waited = waited
         if self.cell.value and time.monotonic() > self._next:
             # The next interruption, if this one is swallowed, comes one full limit later.
             self._next = time.monotonic() + self.limit
