@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from detectors.protocol import Observation
 
-from .worldtools import digest, run_snippet
+from .worldtools import digest, norm_path, run_snippet
 
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?")
 _SED_SUB = re.compile(r"^s(.)(.*?)\1(.*?)\1g?$")
@@ -39,8 +39,6 @@ def _out(text: str, error: bool = False) -> Observation:
 
 
 def run_command(world, state, command: str):
-    from .world import norm_path
-
     head, _, body = command.partition("\n")
     heredoc = _HEREDOC.search(head)
     if heredoc:

@@ -17,7 +17,8 @@ from typing import Any, Mapping
 from detectors.protocol import Observation, ToolCall
 
 from .lexicon import CONCEPTS, concepts_of
-from .worldtools import MoreTools
+from .shell import run_command
+from .worldtools import MoreTools, norm_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,15 +162,6 @@ class Result:
     tokens: int
 
 
-def norm_path(path: Any) -> str:
-    p = str(path).strip().replace("\\", "/")
-    while p.startswith("./"):
-        p = p[2:]
-    while "//" in p:
-        p = p.replace("//", "/")
-    return p.rstrip("/") or "/"
-
-
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.Pow: operator.pow, ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Mod: operator.mod}
 
@@ -296,6 +288,10 @@ class World(MoreTools):
         # Volatile bits real tools print: the same call rarely returns byte-identical text.
         r = _bytes(self.seed, state.tick, what)
         return f"(took {8 + r[0] % 233} ms, request {r[1:5].hex()})"
+
+    def _t_bash(self, state: WorldState, args: Mapping[str, Any]):
+        # The shell's commands are parsed by fixed rules (scenarios.shell), never executed.
+        return run_command(self, state, str(args["command"]))
 
     def _t_search(self, state: WorldState, args: Mapping[str, Any]):
         query = str(args.get("query", args.get("q", "")))

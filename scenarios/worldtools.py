@@ -42,6 +42,15 @@ def no_reply() -> Observation:
     return Observation("")
 
 
+def norm_path(path: Any) -> str:
+    p = str(path).strip().replace("\\", "/")
+    while p.startswith("./"):
+        p = p[2:]
+    while "//" in p:
+        p = p.replace("//", "/")
+    return p.rstrip("/") or "/"
+
+
 def digest(*parts: Any) -> str:
     import hashlib
 
@@ -269,8 +278,3 @@ class MoreTools:
         return (Observation(f"{agent}: done. {self._page_text('delegate:' + key)}"), frozenset({f"reply:{agent}:{key}"}),
                 state)
 
-    # -- shell
-    def _t_bash(self, state, args: Mapping[str, Any]):
-        from .shell import run_command
-
-        return run_command(self, state, str(args["command"]))
