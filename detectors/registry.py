@@ -13,6 +13,7 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any
 
+from .params import check_params
 from .protocol import Detector
 
 GROUP = "loopbench.detectors"
@@ -67,6 +68,11 @@ def make_detector(spec: str, **params: Any) -> Detector:
     user typed.
     """
     cls = detector_class(spec)
+    validate = getattr(cls, "validate_params", None)
+    if callable(validate):
+        validate(params)  # ParamError: one line, before anything is built
+    else:  # a duck-typed detector: its constructor's types still apply
+        check_params(cls, params)
     try:
         det = cls(**params)
     except TypeError as exc:

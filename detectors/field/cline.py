@@ -7,6 +7,7 @@ from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
 from ..signature import exact_signature
 from ._common import EMPTY_RUN, Run
+from ..params import Range
 
 
 def soft_text(tool: str, count: int) -> str:
@@ -56,6 +57,7 @@ class ClineDetector(Detector):
     """
 
     threshold_param = "soft_threshold"
+    param_ranges = {"soft_threshold": Range(1), "hard_threshold": Range(1)}
 
     def __init__(self, *, soft_threshold: int = 3, hard_threshold: int = 5, ignored_params: Sequence[str] = ("task_progress",)):
         self.soft_threshold = soft_threshold

@@ -7,6 +7,7 @@ from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
 from ..signature import exact_signature
 from ._common import observation_key
+from ..params import Range
 
 
 class CallRecord(NamedTuple):
@@ -79,6 +80,9 @@ class OpenClawDetector(Detector):
     # Known conformance failures (detectors.testing), declared as data with the reason.
     expected_failures = {"check_catches_exact_repeat": "faithful to OpenClaw: the first warning comes at the "
                                                        "10th repeat (warning_threshold), beyond the window of 5"}
+
+    param_ranges = {"history_size": Range(1), "warning_threshold": Range(1), "critical_threshold": Range(1),
+                    "global_circuit_breaker": Range(1), "unknown_tool_threshold": Range(1)}
 
     def __init__(
         self,

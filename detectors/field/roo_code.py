@@ -7,6 +7,7 @@ from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
 from ..signature import exact_signature
 from ._common import EMPTY_RUN, Run
+from ..params import Range
 
 
 def model_text(tool: str) -> str:
@@ -59,6 +60,7 @@ class RooCodeDetector(Detector):
     """
 
     threshold_param = "limit"
+    param_ranges = {"limit": Range(1)}
     # Exempt calls are left out of the run of identical calls: exempting changes scores, so only
     # ``limit`` is evaluated from stored scores.
     tune_candidates = {"limit": (2, 3, 4, 5, 6), "exempt": (True,)}

@@ -65,6 +65,7 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
     from sim.config.spec import DetectorSpec
 
     per: dict[str, dict[str, Any]] = {k: dict(v) for k, v in config.get("detectors", {}).items()}
+    given = {k: f"[detectors.{k}] of the configuration" for k in per}  # where each detector's parameters came from
     for item in params:
         key, eq, value = item.partition("=")
         det, dot, pname = key.partition(".")
@@ -75,10 +76,16 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
         if not eq or not dot or not pname:
             raise LoopbenchError(f"--param {item!r}: expected DETECTOR.PARAM=VALUE")
         target = per.setdefault(det, {})
+        given.setdefault(det, f"--param {item}")
         parts = pname.split(".")
         for part in parts[:-1]:
             target = target.setdefault(part, {})
         target[parts[-1]] = parse_value(value)
+    selected = {part for entry in names for part in (entry.partition("=")[0], entry.partition("=")[2] or entry)}
+    for det, where in given.items():
+        if det not in selected:
+            raise LoopbenchError(f"{where}: detector {det!r} is not selected (selected: "
+                                 f"{', '.join(e.partition('=')[0] for e in names)}); add it to --detectors or drop it")
     tools = config.get("tools", {})
     specs = []
     for entry in names:
