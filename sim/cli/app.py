@@ -142,7 +142,7 @@ def engine_options(f):
 
 def make_engine(engine: str, workers: int, ray_address: str | None):
     """The :class:`sim.execute.engines.Engine` the options name; Ray's absence is a one-line error, before any work."""
-    from sim.execute.engines import Engine
+    from sim.execute.engines import Engine, EngineError
 
     if engine == "ray":
         try:
@@ -151,7 +151,12 @@ def make_engine(engine: str, workers: int, ray_address: str | None):
             raise LoopbenchError("--engine ray needs Ray: pip install 'loopbench[ray]'") from None
     elif ray_address:
         raise LoopbenchError("--ray-address needs --engine ray")
-    return Engine(engine, workers=workers, address=ray_address)
+    eng = Engine(engine, workers=workers, address=ray_address)
+    try:
+        eng.check()  # an unreachable cluster is reported now, whatever the suite's size
+    except EngineError as exc:
+        raise LoopbenchError(str(exc)) from None
+    return eng
 
 
 def set_embed_cache(value: str | None) -> None:
@@ -183,7 +188,33 @@ def report_problems(problems: list[str], limit: int = 50) -> None:
         click.echo(f"loopbench: ... and {len(problems) - limit} more skipped records", err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineGroup(click.Group):
+    """A command group whose usage errors (a bad option value, a missing argument, an unknown
+    command) are one ``loopbench: error:`` line and exit 2, like every other input error."""
+
+    group_class = type  # sub-groups (``baseline``) behave the same
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise one_line_usage(exc) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise one_line_usage(exc) from None
+
+
+def one_line_usage(exc: click.UsageError) -> click.ClickException:
+    if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+        return exc  # `loopbench` alone prints its help
+    where = exc.ctx.command_path if exc.ctx is not None else "loopbench"
+    return LoopbenchError(f"{exc.format_message()} (see `{where} --help`)")
+
+
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="loopbench")
 def main() -> None:
     """loopbench: benchmark tool-call loop detectors for LLM agents."""
@@ -238,7 +269,7 @@ def resume_command(out: Path) -> str:
     argv = sys.argv[1:]
     if not argv or argv[0] != "run":
         return f"loopbench run --resume --out {shlex.quote(str(out))} (with this run's other options)"
-    args = [a for a in argv[1:] if a != "--resume"]
+    args = [a for a in argv[1:] if a not in ("--resume", "--force")]
     if not any(a == "--out" or a.startswith("--out=") for a in args):
         args += ["--out", str(out)]
     return shlex.join(["loopbench", "run", *args, "--resume"])

@@ -14,16 +14,18 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, check_timeout_value, defa
 @main.command("replay")
 @click.argument("files", nargs=-1, required=True)
 @click.option("--detectors", "detectors_opt", default=None, help="Comma-separated detectors. [default: all registered]")
-@click.option("--format", "fmt", default="trace", help="Input format: trace (SPEC §6 JSON Lines) or an importer's name.")
+@click.option("--format", "fmt", default="trace", help="Input format: trace (loopbench's JSON Lines trace format) or an importer's name.")
 @click.option("--out", default=None, help="Run folder. [default: runs/replay-TIMESTAMP]")
 @click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters).")
 @click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE (repeatable).")
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
 @click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
+@click.option("--force", is_flag=True, help="Empty --out first when it holds an earlier run (without it, a non-empty --out is refused).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check_timeout, no_progress, as_json) -> None:
+def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check_timeout, force, no_progress, as_json) -> None:
     """Run detectors over recorded traces and report where each would have fired."""
+    from sim.config.runfolder import RunFolderError, prepare_folder
     from sim.execute.replay import load_traces, replay
     from sim.report.scoreboard import write_scoreboard
     from sim.scoring.outcomes import DELTA
@@ -50,7 +52,14 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check
         click.echo(f"loopbench: warning: {w}", err=True)
     if not episodes:
         raise LoopbenchError(f"no usable episodes in {', '.join(files)} ({len(problems)} records skipped)")
-    summary = replay(episodes, specs, out_dir(out, "replay"), [str(p) for p in paths],
+    folder = out_dir(out, "replay")
+    if folder.exists() and any(folder.resolve() in p.resolve().parents for p in paths):
+        raise LoopbenchError(f"--out {folder} holds the traces to replay; write the replay to another folder")
+    try:
+        prepare_folder(folder, force=force)
+    except RunFolderError as exc:
+        raise LoopbenchError(str(exc)) from None
+    summary = replay(episodes, specs, folder, [str(p) for p in paths],
                      delta if delta is not None else DELTA, progress=not no_progress and not as_json,
                      check_timeout=check_timeout_value(check_timeout))
     summary["skipped_records"] = len(problems)
