@@ -3,7 +3,8 @@
 A suite is a TOML file in ``scenarios/suites/`` (or any path). Keys: ``name``,
 ``description``, ``seed``, ``episodes`` (per family), ``mode`` (open | closed | both),
 optional ``families`` (default: every registered family) and ``detectors`` (default:
-every registered detector), and ``[family_params.NAME]`` tables.
+every registered detector), ``[family_params.NAME]`` tables, and ``[detector_params.NAME]``
+tables: parameters a suite gives its listed detectors unless the user sets them.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class Suite:
     families: list[str] = field(default_factory=list)
     detectors: list[str] = field(default_factory=list)
     family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    detector_params: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def suite_names() -> list[str]:
@@ -64,6 +66,7 @@ def load_suite(name_or_path: str) -> Suite:
         families=list(fams),
         detectors=list(data.get("detectors", [])),
         family_params={k: dict(v) for k, v in data.get("family_params", {}).items()},
+        detector_params={k: dict(v) for k, v in data.get("detector_params", {}).items() if isinstance(v, dict)},
     )
     if suite.mode not in ("open", "closed", "both"):
         raise SuiteError(f"{where}: mode must be open, closed or both")

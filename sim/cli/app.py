@@ -119,6 +119,16 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
     return specs
 
 
+def with_suite_params(config: dict[str, Any], suite: Any, names: list[str]) -> dict[str, Any]:
+    """``config`` with the suite's ``[detector_params.NAME]`` under it, for the selected detectors
+    only (a suite's defaults for a detector the user left out are no mistake of the user's)."""
+    labels = {e.partition("=")[0] for e in names}
+    per = {k: dict(v) for k, v in (getattr(suite, "detector_params", None) or {}).items() if k in labels}
+    for k, v in (config.get("detectors") or {}).items():
+        per[k] = {**per.get(k, {}), **v}
+    return {**config, "detectors": per} if per else config
+
+
 def first_line(exc: BaseException) -> str:
     from sim.play.openloop import describe
 

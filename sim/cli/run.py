@@ -9,7 +9,7 @@ import click
 
 from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, check_timeout_value, default_detectors,
                          detector_specs, engine_options, interruptible, load_config, main, make_engine, out_dir,
-                         resume_command, set_embed_cache, split_list)
+                         resume_command, set_embed_cache, split_list, with_suite_params)
 
 
 @main.command("run")
@@ -54,7 +54,7 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
     if unknown:
         raise LoopbenchError(f"unknown scenario families: {', '.join(unknown)} (see `loopbench list`)")
     names = split_list(detectors_opt) or list(rc.get("detectors", [])) or s.detectors or default_detectors()
-    specs = detector_specs(names, config, params)
+    specs = detector_specs(names, with_suite_params(config, s, names), params)
     eng = make_engine(engine, workers, ray_address)
     cfg = RunConfig(
         suite=s, detectors=specs, families=fams,
