@@ -9,11 +9,19 @@ from click.testing import CliRunner
 import sim.execute.pool as pool
 import sim.execute.runner as runner
 import sim.report.full as full
+import sim.report.plots as plots
 import sim.report.scoreboard as scoreboard
 from sim.cli import main
+from sim.report.analysis import analyse, load_runs
 
 SMALL = ["run", "--suite", "quick", "--families", "stale,healthy", "--episodes", "2", "--detectors", "exact,normalized",
          "--workers", "1", "--no-progress"]
+
+
+@pytest.fixture(autouse=True)
+def no_plots(monkeypatch):
+    """Drawing is tested elsewhere; here the report's other steps are what counts (and fast)."""
+    monkeypatch.setattr(plots, "write_plots", lambda an, plot_dir, log=None, **k: [])
 
 
 def invoke(*args):
@@ -122,7 +130,9 @@ def test_force_never_empties_a_folder_that_is_not_a_run_folder(tmp_path):
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
     out = tmp_path_factory.mktemp("clean") / "run"
-    r = invoke(*SMALL, "--out", out)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(plots, "write_plots", lambda an, plot_dir, log=None, **k: [])
+        r = invoke(*SMALL, "--out", out)
     assert r.exit_code == 0, r.output
     return out
 
@@ -179,3 +189,25 @@ def test_an_interrupt_in_each_phase_is_resumed(clean, tmp_path, monkeypatch, pha
         assert (out / name).stat().st_size > 0, name
     assert not (out / ".parts").exists()
     assert "is not empty" in one_error_line(invoke(*SMALL, "--out", out))  # finished: no second run on top
+
+
+# -- closed-only plots, replay family tables ---------------------------------------------------------
+def test_closed_only_runs_draw_no_open_loop_heatmaps_and_fail_none(tmp_path):
+    out = tmp_path / "closed"
+    r = invoke(*SMALL, "--mode", "closed", "--detectors", "layered", "--out", out)
+    assert r.exit_code == 0 and "failed" not in r.output, r.output
+    an = analyse(load_runs([out]), rounds=10)
+    assert plots.plot_misses(an, tmp_path / "m.png") is None  # was KeyError: 'outcome'
+    assert plots.plot_false_alarms(an, tmp_path / "f.png") is None
+    assert plots.plot_closed(an, tmp_path / "c.png").exists()
+
+
+def test_replay_of_a_generated_trace_lists_only_loop_families_as_loop_families(clean, tmp_path):
+    r = invoke("replay", clean / "trace.jsonl", "--detectors", "exact", "--out", tmp_path / "rp", "--no-progress")
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "rp" / "scoreboard.md").read_text()
+    loops = text.split("## Loop families", 1)[1].split("\n\n")[1].splitlines()[0]
+    healthy = text.split("## Healthy families", 1)[1].split("\n\n")[1].splitlines()[0]
+    assert loops == "| detector | stale |" and healthy == "| detector | healthy |"
+    line = one_error_line(invoke("replay", clean / "trace.jsonl", "--detectors", "exact", "--out", tmp_path / "rp"))
+    assert "is not empty" in line
