@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from detectors.protocol import Message, Observation, ToolCall
-from sim.trace import dumps_events, episode_events, loads_trace
-from sim.tree import Episode, Label, ThinkNode, ToolNode
+from scenarios.trace import dumps_events, episode_events, loads_trace
+from scenarios.tree import Episode, Label, ThinkNode, ToolNode
 
 #: Suite names -> labels file in ``scenarios/data/real``.
 SUITES = {"real-dev": "real-dev-labels.json"}

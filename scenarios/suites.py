@@ -5,6 +5,10 @@ A suite is a TOML file in ``scenarios/suites/`` (or any path). Keys: ``name``,
 optional ``families`` (default: every registered family) and ``detectors`` (default:
 every registered detector), ``[family_params.NAME]`` tables, and ``[detector_params.NAME]``
 tables: parameters a suite gives its listed detectors unless the user sets them.
+
+A *real* suite (``real-dev``) is labelled real traces instead of generated scenarios
+(:mod:`scenarios.realsuite`): its families are the corpora, it is scored in open loop only,
+and its episodes are loaded, not generated.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from . import realsuite
 from .base import FAMILIES, registered
 
 
@@ -32,13 +37,24 @@ class Suite:
     detectors: list[str] = field(default_factory=list)
     family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     detector_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Labelled real traces (scenarios.realsuite), not generated scenarios.
+    real: bool = False
 
 
 def suite_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files("scenarios").joinpath("suites").iterdir() if p.name.endswith(".toml"))
+    files = [p.name[:-5] for p in resources.files("scenarios").joinpath("suites").iterdir() if p.name.endswith(".toml")]
+    return sorted(files + list(realsuite.SUITES))
+
+
+def real_suite(name: str) -> Suite:
+    """The suite of labelled real traces ``name``: one family per corpus, open loop."""
+    return Suite(name=name, description=f"labelled real agent traces ({name})", mode="open",
+                 families=list(realsuite.FAMILIES.values()), real=True, episodes=0)
 
 
 def load_suite(name_or_path: str) -> Suite:
+    if name_or_path in realsuite.SUITES:
+        return real_suite(name_or_path)
     registered()
 
     path = Path(name_or_path)

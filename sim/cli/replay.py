@@ -14,7 +14,7 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, check_timeout_value, defa
 @main.command("replay")
 @click.argument("files", nargs=-1, required=True)
 @click.option("--detectors", "detectors_opt", default=None, help="Comma-separated detectors. [default: all registered]")
-@click.option("--format", "fmt", default="trace", help="Input format: trace (loopbench's JSON Lines trace format) or an importer's name.")
+@click.option("--format", "fmt", default="trace", help="Input format: trace (loopbench JSON Lines, docs/traces.md) or an importer's name.")
 @click.option("--out", default=None, help="Run folder. [default: runs/replay-TIMESTAMP]")
 @click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters).")
 @click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE (repeatable).")

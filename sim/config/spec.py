@@ -50,8 +50,14 @@ class RunConfig:
     engine: Any = None
     check_timeout: float | None = DEFAULT_CHECK_TIMEOUT  # seconds per detector call; None = no limit
     resume: bool = False  # reuse the finished tasks checkpointed in ``out/.parts`` (sim.execute.checkpoint)
+    #: A real suite's local copy of the corpora (for traces not shipped as package data).
+    corpus_dir: str | None = None
 
     def resolved(self) -> dict[str, Any]:
+        if self.suite.real:
+            return {"suite": self.suite.name, "real": True, "families": self.families, "mode": self.mode,
+                    "delta": self.delta, "corpus": self.corpus_dir,
+                    "detectors": [{"label": d.label, "spec": d.spec, "params": d.params} for d in self.detectors]}
         return {
             "suite": self.suite.name,
             "families": self.families,

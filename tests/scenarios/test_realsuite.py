@@ -12,7 +12,7 @@ from scenarios import realsuite
 from scenarios.realsuite import (
     Call, calls_sha1, episode_calls, labelled_episode, load_labels, load_real_suite, load_suite, react_call,
 )
-from sim.trace import episode_events
+from scenarios.trace import episode_events
 
 ROOT = Path(__file__).resolve().parents[2]
 # ``LOOPBENCH_CORPORA`` lets a checkout that is not next to ``shared`` (a worktree) find them.
