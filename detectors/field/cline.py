@@ -61,10 +61,10 @@ class ClineDetector(Detector):
     ['allow', 'allow', 'nudge', 'allow', 'escalate']
     """
 
-    def __init__(self, *, soft_threshold: int = 3, hard_threshold: int = 5, ignored_params: Sequence[str] = ("task_progress",),
-                 enabled: bool = True):
     param_ranges = {"soft_threshold": Range(1), "hard_threshold": Range(1)}
 
+    def __init__(self, *, soft_threshold: int = 3, hard_threshold: int = 5, ignored_params: Sequence[str] = ("task_progress",),
+                 enabled: bool = True):
         self.soft_threshold = soft_threshold
         self.hard_threshold = hard_threshold
         self.ignored_params = tuple(ignored_params)
