@@ -43,9 +43,9 @@ class SweepResult:
     runs: int  # open-loop runs made
 
 
-def sweep_cells(spec: DetectorSpec, grids: Sequence[ParamGrid]) -> tuple[Detector, list[str], list[tuple]]:
-    """The detector at its defaults, the swept names and every cell (the default added when off
-    the grid), each cell's detector built once so a refused value is a TuningError before any run."""
+def sweep_cells(spec: DetectorSpec, grids: Sequence[ParamGrid]) -> tuple[Detector, list[str], list[tuple], tuple]:
+    """The detector at its defaults, the swept names, every cell (the default added when off
+    the grid) and the default cell, each cell's detector built once so a refused value is a TuningError before any run."""
     base = spec.build()
     accepted = base.param_names()
     names = [g.name for g in grids]
@@ -75,14 +75,14 @@ def sweep_cells(spec: DetectorSpec, grids: Sequence[ParamGrid]) -> tuple[Detecto
                 raise TuningError(f"detector {spec.label!r}: {exc}") from None
             raise TuningError(f"detector {spec.label!r} rejects {what}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
 
-    return base, names, cells
+    return base, names, cells, default_cell
 
 
 def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence[Episode],
               profiles: Mapping[str, Mapping[str, float]], *, delta: int = DELTA, engine: Engine | int = 0,
               progress: bool = False) -> SweepResult:
     """Score ``spec`` at every cell of the grid; see the module docstring for the modes."""
-    base, names, cells = sweep_cells(spec, grids)
+    base, names, cells, default_cell = sweep_cells(spec, grids)
     units = {ep.id: scoring_units(ep) for ep in episodes}
     tp = base.threshold_param
     ti = names.index(tp) if tp in names else None
