@@ -43,6 +43,7 @@ from .callmemo import CallMemo
 from .embedding_model import Embedder, shared_embedder
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
 from .signature import canonical_json, stable_hash
+from .params import OneOf, Range
 
 DEFAULT_FREE_TEXT_KEYS = (
     "query", "q", "queries", "prompt", "text", "message", "question", "instruction", "instructions",
@@ -232,6 +233,8 @@ class EmbeddingDetector(Detector):
     """
 
     threshold_param = "threshold"
+    param_ranges = {"threshold": Range(-1, 1, float), "min_similar": Range(1), "text": OneOf(TEXT_MODES),
+                    "free_text_min_words": Range(0)}
     # Exempt calls are invisible to later calls, and min_similar changes the score itself.
     tune_candidates = {"threshold": (0.8, 0.85, 0.9, 0.95), "min_similar": (2, 3), "exempt": (True,)}
     tune_fast_keys = ("threshold",)

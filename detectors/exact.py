@@ -14,6 +14,7 @@ from .counting import SignatureCounter
 from .pathmap import PathCounts
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow
 from .signature import exact_key, ordered_json
+from .params import Range
 
 
 
@@ -44,6 +45,7 @@ class ExactDetector(SignatureCounter):
     """
 
     threshold_param = "max_repeats_per_signature"
+    param_ranges = {"max_repeats_per_signature": Range(1)}
     #: ``loopbench tune``: per-tool values tried, least permissive first; both keys only move the threshold.
     tune_candidates = {"max_repeats": (1, 2, 3, 4, 5), "exempt": (True,)}
     tune_fast_keys = ("max_repeats", "exempt")

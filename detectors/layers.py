@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 from .pathmap import EMPTY, PathCounts
 from .protocol import SEVERITY, Decision, Detector, Message, Observation, ToolCall, Verdict
 from .signature import content_text
+from .params import ParamError, Range
 
 
 class StepBudgetDetector(Detector):
@@ -20,6 +21,7 @@ class StepBudgetDetector(Detector):
     """
 
     threshold_param = "max_steps"
+    param_ranges = {"max_steps": Range(1)}
     # Known conformance failures (detectors.testing), declared as data with the reason.
     expected_failures = {"check_catches_exact_repeat": "a step budget, not a loop detector: it fires after "
                                                        "max_steps calls whatever they are"}
@@ -70,6 +72,7 @@ class NoProgressDetector(Detector):
     """
 
     threshold_param = "patience"
+    param_ranges = {"patience": Range(1), "min_new_fraction": Range(0, 1, float)}
 
     def __init__(self, *, patience: int = 3, min_new_fraction: float = 0.1):
         self.patience = patience
@@ -116,6 +119,8 @@ class LayeredDetector(Detector):
     where the first layer trips.
     """
 
+    param_ranges = {"escalate_after": Range(0)}
+
     def __init__(
         self,
         *,
@@ -129,7 +134,12 @@ class LayeredDetector(Detector):
         from .registry import make_detector  # late: the registry imports this module's siblings
 
         params = layer_params or {}
-        self._layers = [make_detector(name, **dict(params.get(name, {}))) for name in self.layers]
+        self._layers = []
+        for name in self.layers:
+            try:
+                self._layers.append(make_detector(name, **dict(params.get(name, {}))))
+            except ParamError as exc:  # name the value as the user wrote it
+                raise ParamError(f"layer_params.{name}.{exc.param}", exc.value, exc.allowed) from None
         self._memo: tuple[Any, Any, list[Decision]] = (None, None, [])
 
     def start(self) -> LayeredState:

@@ -12,6 +12,7 @@ from .counting import SignatureCounter
 from .pathmap import PathCounts
 from .protocol import Decision, allow, Detector, Observation, ToolCall, Verdict
 from .signature import normalized_key
+from .params import Range
 
 
 
@@ -43,6 +44,7 @@ class NormalizedDetector(SignatureCounter):
 
     scope = "run"
     threshold_param = "threshold"
+    param_ranges = {"threshold": Range(1)}
     tune_candidates = {"threshold": (2, 3, 4, 5, 6), "exempt": (True,)}
     tune_fast_keys = ("threshold", "exempt")
     signature_key = staticmethod(normalized_key)

@@ -54,6 +54,7 @@ from .commands import CODE_KEYS, cosmetic_form, writes
 from .pathmap import PathCounts
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, tool_param
 from .signature import args_text, canonical_json, content_text
+from .params import Range
 
 MODES = ("default", "poll", "retry", "mutating", "command", "exempt")
 
@@ -281,6 +282,10 @@ class ProgressGuard(Detector):
     tune_candidates = {"mode": ("default", "mutating", "retry", "poll", "exempt"), "max_retries": (1, 2, 3, 5),
                        "poll_limit": (5, 10, 50), "same_error_limit": (2, 3, 4), "patience": (2, 3, 4, 5),
                        "similarity": (0.85, 0.9, 0.95)}
+
+    param_ranges = {"max_retries": Range(0), "poll_limit": Range(1), "same_error_limit": Range(1), "patience": Range(1),
+                    "similarity": Range(-1, 1, float), "stop_after": Range(0), "recovery_calls": Range(1),
+                    "max_steps": Range(1)}
 
     def __init__(
         self,

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Iterator, Mapping
 
+from .params import check_params
+
 
 class Verdict(str, enum.Enum):
     """What the harness should do with a proposed call, gentlest first."""
@@ -134,6 +136,9 @@ class Detector:
     #: The keys of ``tune_candidates`` that only move the alarm threshold, so a tuning step can
     #: evaluate them from stored scores instead of re-running the detector.
     tune_fast_keys: ClassVar[tuple[str, ...]] = ()
+    #: What each parameter may be (``detectors.params``: ``Range``, ``OneOf``, ``Each``), checked
+    #: before the detector is built; a parameter not named here is checked against its type.
+    param_ranges: ClassVar[Mapping[str, Any]] = {}
     #: Conformance checks (``detectors.testing``) this detector fails on purpose: name -> reason.
     expected_failures: ClassVar[Mapping[str, str]] = {}
     #: Cumulative cost counters a runner reports in ``timings.csv`` (see :data:`COST_COUNTERS`):
@@ -178,6 +183,13 @@ class Detector:
         return value
 
     # -- parameters (scikit-learn style) -------------------------------------------
+    @classmethod
+    def validate_params(cls, params: Mapping[str, Any]) -> None:
+        """Raise ``detectors.params.ParamError`` for a value this detector does not take. The
+        default checks ``param_ranges`` and, for undeclared parameters, the type; override it
+        for checks that relate parameters to each other."""
+        check_params(cls, params)
+
     @classmethod
     def param_names(cls) -> list[str]:
         sig = inspect.signature(cls.__init__)

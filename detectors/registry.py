@@ -13,6 +13,7 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any
 
+from .params import check_params
 from .protocol import Detector
 
 GROUP = "loopbench.detectors"
@@ -60,15 +61,26 @@ def detector_class(spec: str) -> type[Detector]:
     return cls
 
 
+def build(cls: type, params: dict[str, Any]) -> Any:
+    """``cls(**params)`` after its parameter checks: the class's ``validate_params`` (a
+    ``ParamError`` names the parameter, the value and what is allowed), or, for a duck-typed
+    class, the types of its constructor's defaults."""
+    validate = getattr(cls, "validate_params", None)
+    if callable(validate):
+        validate(params)
+    else:
+        check_params(cls, params)
+    return cls(**params)
+
+
 def make_detector(spec: str, **params: Any) -> Detector:
     """Build a detector from a name or ``module:Class`` with keyword parameters.
 
     The instance's ``name`` is the spec it was asked for, so results show what the
     user typed.
     """
-    cls = detector_class(spec)
     try:
-        det = cls(**params)
+        det = build(detector_class(spec), params)
     except TypeError as exc:
         raise DetectorNotFound(f"bad parameters for detector {spec!r}: {exc}") from None
     try:

@@ -423,6 +423,33 @@ def check_quiet_on_clean_trace(detector: Any) -> None:
             raise DetectorCheckError(f"fired ({d.verdict.value}, score {d.score}) at call {i} of a clean trace")
 
 
+def check_rejects_out_of_range_params(detector: Any) -> None:
+    """Every range the class declares in ``param_ranges`` is enforced: a value just outside it
+    (below, above, of the wrong type, not among the choices) is refused with a ValueError
+    before the detector is built, and the detector's own parameters pass."""
+    from .params import outside_values
+    from .registry import build
+
+    cls = type(detector)
+    declared = dict(getattr(cls, "param_ranges", None) or {})
+    if not declared:
+        raise CheckNotApplicable("the class declares no param_ranges")
+    params = detector.get_params() if hasattr(detector, "get_params") else {}
+    accepted = set(cls.param_names()) if hasattr(cls, "param_names") else set(params)
+    unknown = set(declared) - accepted
+    if unknown:
+        raise DetectorCheckError(f"param_ranges names parameter(s) the detector does not take: {', '.join(sorted(unknown))}")
+    build(cls, params)
+    for name, rule in declared.items():
+        for bad in outside_values(rule):
+            try:
+                build(cls, {**params, name: bad})
+            except ValueError:
+                continue
+            raise DetectorCheckError(f"{name}={bad!r} is outside the declared range ({rule.describe()}) "
+                                     "but the detector was built")
+
+
 def check_random_traces(detector: Any) -> None:
     """Hypothesis-drawn traces: no look-ahead, key-order invariance and finite scores hold on each."""
     try:
@@ -468,6 +495,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {f.__name__: f for f in (
     check_threshold_consistency,
     check_catches_exact_repeat,
     check_quiet_on_clean_trace,
+    check_rejects_out_of_range_params,
     check_random_traces,
 )}
 

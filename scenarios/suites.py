@@ -3,9 +3,10 @@
 A suite is a TOML file in ``scenarios/suites/`` (or any path). Keys: ``name``,
 ``description``, ``seed``, ``episodes`` (per family), ``mode`` (open | closed | both),
 optional ``families`` (default: every registered family) and ``detectors`` (default:
-every registered detector), ``[family_params.NAME]`` tables, and a ``[family_weights]``
-table: a family of weight ``w`` gets ``round(w * episodes)`` episodes (at least one), so
-that the suite's mix of loops can follow what real traces show.
+every registered detector), ``[family_params.NAME]`` tables, ``[detector_params.NAME]``
+tables (parameters a suite gives its listed detectors unless the user sets them), and a
+``[family_weights]`` table: a family of weight ``w`` gets ``round(w * episodes)`` episodes
+(at least one), so that the suite's mix of loops can follow what real traces show.
 
 A *real* suite (``real-dev``) is labelled real traces instead of generated scenarios
 (:mod:`scenarios.realsuite`): its families are the corpora, it is scored in open loop only,
@@ -37,6 +38,7 @@ class Suite:
     families: list[str] = field(default_factory=list)
     detectors: list[str] = field(default_factory=list)
     family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    detector_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Labelled real traces (scenarios.realsuite), not generated scenarios.
     real: bool = False
     family_weights: dict[str, float] = field(default_factory=dict)
@@ -88,6 +90,7 @@ def load_suite(name_or_path: str) -> Suite:
         families=list(fams),
         detectors=list(data.get("detectors", [])),
         family_params={k: dict(v) for k, v in data.get("family_params", {}).items()},
+        detector_params={k: dict(v) for k, v in data.get("detector_params", {}).items() if isinstance(v, dict)},
     )
     for fam, w in data.get("family_weights", {}).items():
         if fam not in FAMILIES:

@@ -7,6 +7,7 @@ from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
 from ..signature import exact_signature
 from ._common import EMPTY_RUN, Run, is_user_turn
+from ..params import Range
 
 
 def soft_text(tool: str, count: int) -> str:
@@ -59,6 +60,8 @@ class ClineDetector(Detector):
     >>> out
     ['allow', 'allow', 'nudge', 'allow', 'escalate']
     """
+
+    param_ranges = {"soft_threshold": Range(1), "hard_threshold": Range(1)}
 
     def __init__(self, *, soft_threshold: int = 3, hard_threshold: int = 5, ignored_params: Sequence[str] = ("task_progress",),
                  enabled: bool = True):

@@ -7,6 +7,7 @@ from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
 from ..signature import ordered_signature
 from ._common import is_user_turn
+from ..params import Range
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,7 @@ class GeminiCliDetector(Detector):
     """
 
     threshold_param = "threshold"
+    param_ranges = {"threshold": Range(1), "max_cycle_length": Range(1)}
 
     def __init__(self, *, threshold: int = 5, max_cycle_length: int = 5, disabled: bool = False):
         self.threshold = threshold

@@ -7,6 +7,7 @@ from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
 from ..signature import exact_signature
 from ._common import EMPTY_RUN, Run, observation_text
+from ..params import Range
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,8 @@ class GooseDetector(Detector):
     >>> out
     ['allow', 'allow', 'allow', 'prune']
     """
+
+    param_ranges = {"max_repetitions": Range(1, none_ok=True), "max_same_errors": Range(1), "error_prefix_chars": Range(1)}
 
     def __init__(self, *, max_repetitions: int | None = 5, max_same_errors: int = 3, error_prefix_chars: int = 100):
         self.max_repetitions = max_repetitions

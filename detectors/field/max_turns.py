@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from typing import Hashable
 
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
+from ..params import Range
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,7 @@ class MaxTurnsDetector(Detector):
     """
 
     threshold_param = "max_turns"
+    param_ranges = {"max_turns": Range(1)}
     # Known conformance failures (detectors.testing), declared as data with the reason.
     expected_failures = {"check_catches_exact_repeat": "a turn budget, not a loop detector: it fires after "
                                                        "max_turns turns whatever they are"}

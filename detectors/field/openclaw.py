@@ -8,6 +8,7 @@ from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
 from ..signature import exact_signature, stable_hash
 from ._common import is_user_turn, observation_text
+from ..params import Range
 
 #: How OpenClaw reads the missing tool's name out of an error ("Unknown tool: x", "Tool x not found").
 UNKNOWN_TOOL_PATTERNS = (re.compile(r"unknown tool[:\s]+[\"']?([a-z0-9_.-]+)[\"']?", re.I),
@@ -113,6 +114,9 @@ class OpenClawDetector(Detector):
     # Known conformance failures (detectors.testing), declared as data with the reason.
     expected_failures = {"check_catches_exact_repeat": "faithful to OpenClaw: the first warning comes after "
                                                        "10 identical calls (warning_threshold), beyond the window of 5"}
+
+    param_ranges = {"history_size": Range(1), "warning_threshold": Range(1), "critical_threshold": Range(1),
+                    "global_circuit_breaker": Range(1), "unknown_tool_threshold": Range(1)}
 
     def __init__(
         self,

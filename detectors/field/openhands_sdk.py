@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..protocol import Decision, Verdict
 from ._openhands import Finding, History, OpenHandsBase
+from ..params import Range
 
 
 def nudge_text(tool: str, count: int, error: str) -> str:
@@ -59,6 +60,9 @@ class OpenHandsSDKDetector(OpenHandsBase):
     _monologue_by_content = False
     _actions_break_monologue = True
     _nudge_tier = True
+
+    param_ranges = {"action_observation": Range(1), "action_error": Range(1), "monologue": Range(1),
+                    "alternating_pattern": Range(1), "max_events": Range(1, none_ok=True)}
 
     def __init__(self, *, action_observation: int = 4, action_error: int = 3, monologue: int = 3,
                  alternating_pattern: int = 6, max_events: int | None = 20, compare_thought: bool = True):

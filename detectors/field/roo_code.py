@@ -7,6 +7,7 @@ from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict, tool_exempt, tool_param
 from ..signature import exact_signature
 from ._common import EMPTY_RUN, Run
+from ..params import Range
 
 
 def model_text(tool: str) -> str:
@@ -64,6 +65,7 @@ class RooCodeDetector(Detector):
     ['allow', 'allow', 'allow', 'escalate']
     """
 
+    param_ranges = {"limit": Range(1)}
     # Per-tool tuning re-runs every candidate: a per-tool limit moves the reset after a block.
     tune_candidates = {"limit": (2, 3, 4, 5, 6), "exempt": (True,)}
     tune_fast_keys: tuple[str, ...] = ()

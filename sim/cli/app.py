@@ -65,6 +65,7 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
     from sim.config.spec import DetectorSpec
 
     per: dict[str, dict[str, Any]] = {k: dict(v) for k, v in config.get("detectors", {}).items()}
+    given = {k: f"[detectors.{k}] of the configuration" for k in per}  # where each detector's parameters came from
     for item in params:
         key, eq, value = item.partition("=")
         det, dot, pname = key.partition(".")
@@ -75,10 +76,16 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
         if not eq or not dot or not pname:
             raise LoopbenchError(f"--param {item!r}: expected DETECTOR.PARAM=VALUE")
         target = per.setdefault(det, {})
+        given.setdefault(det, f"--param {item}")
         parts = pname.split(".")
         for part in parts[:-1]:
             target = target.setdefault(part, {})
         target[parts[-1]] = parse_value(value)
+    selected = {part for entry in names for part in (entry.partition("=")[0], entry.partition("=")[2] or entry)}
+    for det, where in given.items():
+        if det not in selected:
+            raise LoopbenchError(f"{where}: detector {det!r} is not selected (selected: "
+                                 f"{', '.join(e.partition('=')[0] for e in names)}); add it to --detectors or drop it")
     tools = config.get("tools", {})
     specs = []
     for entry in names:
@@ -112,6 +119,16 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
     return specs
 
 
+def with_suite_params(config: dict[str, Any], suite: Any, names: list[str]) -> dict[str, Any]:
+    """``config`` with the suite's ``[detector_params.NAME]`` under it, for the selected detectors
+    only (a suite's defaults for a detector the user left out are no mistake of the user's)."""
+    labels = {e.partition("=")[0] for e in names}
+    per = {k: dict(v) for k, v in (getattr(suite, "detector_params", None) or {}).items() if k in labels}
+    for k, v in (config.get("detectors") or {}).items():
+        per[k] = {**per.get(k, {}), **v}
+    return {**config, "detectors": per} if per else config
+
+
 def first_line(exc: BaseException) -> str:
     from sim.play.openloop import describe
 
@@ -135,7 +152,7 @@ def engine_options(f):
 
 def make_engine(engine: str, workers: int, ray_address: str | None):
     """The :class:`sim.execute.engines.Engine` the options name; Ray's absence is a one-line error, before any work."""
-    from sim.execute.engines import Engine
+    from sim.execute.engines import Engine, EngineError
 
     if engine == "ray":
         try:
@@ -144,7 +161,12 @@ def make_engine(engine: str, workers: int, ray_address: str | None):
             raise LoopbenchError("--engine ray needs Ray: pip install 'loopbench[ray]'") from None
     elif ray_address:
         raise LoopbenchError("--ray-address needs --engine ray")
-    return Engine(engine, workers=workers, address=ray_address)
+    eng = Engine(engine, workers=workers, address=ray_address)
+    try:
+        eng.check()  # an unreachable cluster is reported now, whatever the suite's size
+    except EngineError as exc:
+        raise LoopbenchError(str(exc)) from None
+    return eng
 
 
 def set_embed_cache(value: str | None) -> None:
@@ -176,7 +198,33 @@ def report_problems(problems: list[str], limit: int = 50) -> None:
         click.echo(f"loopbench: ... and {len(problems) - limit} more skipped records", err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineGroup(click.Group):
+    """A command group whose usage errors (a bad option value, a missing argument, an unknown
+    command) are one ``loopbench: error:`` line and exit 2, like every other input error."""
+
+    group_class = type  # sub-groups (``baseline``) behave the same
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise one_line_usage(exc) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise one_line_usage(exc) from None
+
+
+def one_line_usage(exc: click.UsageError) -> click.ClickException:
+    if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+        return exc  # `loopbench` alone prints its help
+    where = exc.ctx.command_path if exc.ctx is not None else "loopbench"
+    return LoopbenchError(f"{exc.format_message()} (see `{where} --help`)")
+
+
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="loopbench")
 def main() -> None:
     """loopbench: benchmark tool-call loop detectors for LLM agents."""
@@ -231,7 +279,7 @@ def resume_command(out: Path) -> str:
     argv = sys.argv[1:]
     if not argv or argv[0] != "run":
         return f"loopbench run --resume --out {shlex.quote(str(out))} (with this run's other options)"
-    args = [a for a in argv[1:] if a != "--resume"]
+    args = [a for a in argv[1:] if a not in ("--resume", "--force")]
     if not any(a == "--out" or a.startswith("--out=") for a in args):
         args += ["--out", str(out)]
     return shlex.join(["loopbench", "run", *args, "--resume"])

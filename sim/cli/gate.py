@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from sim.cli.app import EXIT_REGRESSION, LoopbenchError, split_list, detector_specs, load_config, main
+from sim.cli.app import EXIT_REGRESSION, LoopbenchError, split_list, detector_specs, load_config, main, with_suite_params
 
 
 def _suite(name: str):
@@ -124,7 +124,7 @@ def baseline_update_cmd(out, detectors_opt, suite, config_path, params, no_progr
     s = _suite(suite)
     config = load_config(config_path)
     names = split_list(detectors_opt) or s.detectors or available()
-    specs = detector_specs(names, config, params)
+    specs = detector_specs(names, with_suite_params(config, s, names), params)
     data = _evaluate(s, specs, progress=not no_progress)
     write_baseline(data, Path(out))
     click.echo(f"baseline of {len(specs)} detector(s) on suite {s.name} written to {out} ({time.perf_counter() - t0:.1f} s)")

@@ -23,11 +23,13 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, check_timeout_value, defa
 @click.option("--labels", "labels_path", default=None,
               help="A labels file (from `loopbench label --review`'s export): its labels are applied to the traces "
                    "they match by call-list hash, which makes them scoreable.")
+@click.option("--force", is_flag=True, help="Empty --out first when it holds an earlier run (without it, a non-empty --out is refused).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check_timeout, labels_path, no_progress,
+def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check_timeout, labels_path, force, no_progress,
                as_json) -> None:
     """Run detectors over recorded traces and report where each would have fired."""
+    from sim.config.runfolder import RunFolderError, prepare_folder
     from sim.execute.replay import load_traces, replay
     from sim.report.scoreboard import write_scoreboard
     from sim.scoring.outcomes import DELTA
@@ -56,7 +58,14 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check
         raise LoopbenchError(f"no usable episodes in {', '.join(files)} ({len(problems)} records skipped)")
     if labels_path is not None:
         problems += apply_labels(episodes, labels_path)
-    summary = replay(episodes, specs, out_dir(out, "replay"), [str(p) for p in paths],
+    folder = out_dir(out, "replay")
+    if folder.exists() and any(folder.resolve() in p.resolve().parents for p in paths):
+        raise LoopbenchError(f"--out {folder} holds the traces to replay; write the replay to another folder")
+    try:
+        prepare_folder(folder, force=force)
+    except RunFolderError as exc:
+        raise LoopbenchError(str(exc)) from None
+    summary = replay(episodes, specs, folder, [str(p) for p in paths],
                      delta if delta is not None else DELTA, progress=not no_progress and not as_json,
                      check_timeout=check_timeout_value(check_timeout))
     summary["skipped_records"] = len(problems)

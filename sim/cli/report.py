@@ -23,6 +23,7 @@ def report_cmd(run_dirs, out, rounds, seed, transfer_run, as_json) -> None:
     episodes count as more episodes of each family. With --transfer REAL_RUN the report shows
     how far the synthetic ranking holds on real traces (Kendall τ, top picks, per-detector deltas).
     """
+    from sim.config.runfolder import RunFolderError
     from sim.report.full import write_report
 
     if len(run_dirs) > 1 and out is None:
@@ -30,7 +31,7 @@ def report_cmd(run_dirs, out, rounds, seed, transfer_run, as_json) -> None:
     try:
         summary = write_report(run_dirs, out, rounds=rounds, seed=seed, transfer_run=transfer_run,
                                log=lambda m: click.echo(f"loopbench: {m}", err=True))
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, RunFolderError) as exc:
         raise LoopbenchError(str(exc)) from None
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))

@@ -9,7 +9,7 @@ import click
 
 from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, check_timeout_value, default_detectors,
                          detector_specs, engine_options, interruptible, load_config, main, make_engine, out_dir,
-                         resume_command, set_embed_cache, split_list)
+                         resume_command, set_embed_cache, split_list, with_suite_params)
 
 
 @main.command("run")
@@ -18,7 +18,7 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
 @click.option("--families", default=None, help="Comma-separated scenario families. [default: the suite's]")
 @click.option("--seed", type=int, default=None, help="Suite seed. [default: the suite's]")
 @click.option("--episodes", type=click.IntRange(1), default=None, help="Episodes per family. [default: the suite's]")
-@click.option("--mode", type=click.Choice(["open", "closed", "both"]), default=None, help="Open loop, closed loop or both.")
+@click.option("--mode", type=click.Choice(["open", "closed", "both"]), default=None, help="Open loop, closed loop or both. [default: the suite's: both for quick and default, open for full and ci]")
 @click.option("--out", default=None, help="Run folder. [default: runs/SUITE-TIMESTAMP]")
 @click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters, tool registry).")
 @click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE, e.g. exact.max_repeats_per_signature=2 (repeatable).")
@@ -26,25 +26,27 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
 @engine_options
 @click.option("--embed-cache", default=None, help="Directory for the embedding cache, or 'off'. [default: ~/.cache/loopbench/embeddings]")
 @click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
-@click.option("--resume", is_flag=True, help="Finish an interrupted run in --out: same options, only the missing detector tasks run.")
+@click.option("--resume", is_flag=True, help="Finish an interrupted run in --out: same options, only the missing detector tasks (or only the report) run.")
+@click.option("--force", is_flag=True, help="Empty --out first when it holds an earlier run (without it, a non-empty --out is refused).")
 @click.option("--corpus", default=None, help="With a real suite: a local copy of the corpora, for the traces that "
               "are not shipped with loopbench (Who&When: Magentic-One, CaptainAgent).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, workers, engine,
-            ray_address, embed_cache, check_timeout, resume, no_progress, as_json, corpus) -> None:
+            ray_address, embed_cache, check_timeout, resume, force, no_progress, as_json, corpus) -> None:
     """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
     from scenarios.base import registered
     from scenarios.suites import SuiteError, load_suite
 
     from sim.config.spec import RunConfig
-    from sim.execute.runner import run
     from sim.scoring.outcomes import DELTA
 
     config = load_config(config_path)
     rc = config.get("run", {})
     if resume and not (out or rc.get("out")):
         raise LoopbenchError("--resume needs --out RUN, the folder of the interrupted run")
+    if resume and force:
+        raise LoopbenchError("--resume keeps the folder's finished work and --force empties it: give one")
     try:
         s = load_suite(suite or rc.get("suite", "default"))
     except SuiteError as exc:
@@ -64,7 +66,7 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
     if corpus is not None and not Path(corpus).is_dir():
         raise LoopbenchError(f"{corpus}: no such corpus directory")
     names = split_list(detectors_opt) or list(rc.get("detectors", [])) or s.detectors or default_detectors()
-    specs = detector_specs(names, config, params)
+    specs = detector_specs(names, with_suite_params(config, s, names), params)
     eng = make_engine(engine, workers, ray_address)
     cfg = RunConfig(
         suite=s, detectors=specs, families=fams,
@@ -76,19 +78,33 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
     )
     set_embed_cache(embed_cache)
     log = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
+    from sim.config.runfolder import RunFolderError, prepare_folder
     from sim.execute.checkpoint import ResumeError
     from sim.execute.engines import EngineError
+    from sim.execute.runner import finished_run, run, summary_of
 
+    phase = "run"
     try:
+        if resume:
+            done = finished_run(cfg.out, cfg.config_hash())  # ResumeError for another configuration
+        else:
+            done = False
+            prepare_folder(cfg.out, force=force)
         with interruptible():
-            summary = run(cfg, log=log)
-    except (ResumeError, EngineError) as exc:
+            if done:
+                log(f"{cfg.out}: the run's result files are complete; writing its scoreboard and report")
+                summary = summary_of(cfg.out)
+            else:
+                summary = run(cfg, log=log)
+            phase = "report"
+            write_report_steps(Path(summary["out"]), log)
+    except (ResumeError, EngineError, RunFolderError) as exc:
         raise LoopbenchError(str(exc)) from None
     except KeyboardInterrupt as exc:
-        click.echo(f"loopbench: interrupted; finished detector tasks are kept in {cfg.out}/.parts; "
-                   f"resume with: {resume_command(cfg.out)}", err=True)
+        kept = (f"finished detector tasks are kept in {cfg.out}/.parts" if phase == "run" else
+                f"the result files in {cfg.out} are complete, the scoreboard and report are not")
+        click.echo(f"loopbench: interrupted; {kept}; resume with: {resume_command(cfg.out)}", err=True)
         sys.exit(EXIT_SIGTERM if isinstance(exc, Terminated) else EXIT_SIGINT)
-    write_report_steps(Path(summary["out"]), log)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     else:

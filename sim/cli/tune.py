@@ -79,7 +79,7 @@ def sweep_cmd(detector, params, suite, families, episodes, seed, config_path, ou
     from sim.files import write_csv
     from sim.scoring.outcomes import DELTA, load_profiles
     from sim.tuning.params import TuningError, parse_param
-    from sim.tuning.sweep import plot_sweep, run_sweep
+    from sim.tuning.sweep import plot_sweep, run_sweep, sweep_cells
 
     t0 = time.perf_counter()
     try:
@@ -87,6 +87,10 @@ def sweep_cmd(detector, params, suite, families, episodes, seed, config_path, ou
     except TuningError as exc:
         raise LoopbenchError(str(exc)) from None
     spec = _one_spec(detector, config_path)
+    try:
+        sweep_cells(spec, grids)  # every cell's values checked before any work
+    except TuningError as exc:
+        raise LoopbenchError(str(exc)) from None
     eng = make_engine(engine, workers, ray_address)
     s, fams, n, sd = _workload(suite, families, episodes, seed)
     delta = DELTA if delta is None else delta

@@ -55,6 +55,13 @@ class Engine:
         if self.name not in ENGINES:
             raise EngineError(f"unknown engine {self.name!r} (known: {', '.join(ENGINES)})")
 
+    def check(self) -> None:
+        """Raise :class:`EngineError` now, before any work, when the engine cannot run: Ray not
+        installed, or a cluster address that does not accept connections."""
+        if self.name == "ray":
+            _import_ray()
+            check_reachable(self.address or os.environ.get("RAY_ADDRESS"))
+
     def run(self, tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], scenarios: Sequence[Scenario], *,
             progress: bool = False, check_timeout: float | None = None,
             on_result: Callable[[tuple[str, str], Any], None] | None = None) -> dict[tuple[str, str], Any]:
@@ -109,7 +116,7 @@ def _import_ray():
     return ray
 
 
-def _check_reachable(address: str | None) -> None:
+def check_reachable(address: str | None) -> None:
     """Fail fast, with one line, when a cluster address does not accept connections: Ray
     itself retries an unreachable head for minutes."""
     import socket
@@ -169,7 +176,7 @@ def run_tasks_ray(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode],
     ray = _import_ray()
     if not ray.is_initialized():
         target = address or os.environ.get("RAY_ADDRESS")  # what ray.init will use
-        _check_reachable(target)
+        check_reachable(target)
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
                      configure_logging=True)

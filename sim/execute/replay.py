@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from sim.files import write_csv, write_json
 from sim.config.manifest import build_manifest
+from sim.config.runfolder import clear_results, file_digests, new_run_id
 from sim.config.spec import DetectorSpec
 from sim.execute.runner import CALL_COLUMNS, EPISODE_COLUMNS, METRIC_COLUMNS, TIMING_COLUMNS, evaluate_open
 from sim.scoring.outcomes import DELTA, load_profiles
@@ -49,6 +50,7 @@ def replay(episodes: Sequence[Episode], detectors: Sequence[DetectorSpec], out: 
            delta: int = DELTA, progress: bool = True, check_timeout: float | None = None) -> dict[str, Any]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    clear_results(out)
     t0 = time.perf_counter()
     version, profiles = load_profiles()
     built = [(d.label, d.build()) for d in detectors]
@@ -65,7 +67,8 @@ def replay(episodes: Sequence[Episode], detectors: Sequence[DetectorSpec], out: 
     manifest = build_manifest("replay", config, detectors, [det for _, det in built], profiles_version=version,
                               profiles=profiles, seeds={}, episodes=len(episodes),
                               tool_calls=sum(len(e.tool_nodes()) for e in episodes), detector_errors=errors,
-                              wall_seconds=round(time.perf_counter() - t0, 3))
+                              wall_seconds=round(time.perf_counter() - t0, 3), run_id=new_run_id(),
+                              files=file_digests(out))
     write_json(out / "manifest.json", manifest)
     return {"out": str(out), "episodes": len(episodes), "fires": fires, "agreement": agreement,
             "metrics": [r for r in metrics if r["family"] == "all" and r["episodes"]], "detector_errors": errors}

@@ -19,8 +19,9 @@ from scenarios.realsuite import load_real_suite
 from scenarios.trace import write_trace
 from scenarios.tree import Episode
 from sim.config.manifest import build_manifest
+from sim.config.runfolder import RunFolderError, clear_results, file_digests, new_run_id, read_run_manifest
 from sim.config.spec import RunConfig
-from sim.execute.checkpoint import Checkpoints
+from sim.execute.checkpoint import PARTS, Checkpoints, ResumeError
 from sim.execute.engines import Engine
 from sim.execute.tasks import OpenResult, run_open, timing_row
 from sim.files import write_csv, write_json
@@ -195,6 +196,8 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     engine = config.engine or Engine()
     parts = Checkpoints(out, config.config_hash(), config.resolved())
     parts.start(config.resume)  # raises ResumeError before any work
+    if not config.resume:
+        clear_results(out)
     profiles_version, profiles = load_profiles()
     t_start = time.perf_counter()
     label_problems: list[str] = []
@@ -260,10 +263,48 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
         profiles=profiles, seeds={"suite": config.seed}, episodes=len(episodes),
         tool_calls=sum(len(e.tool_nodes()) for e in episodes), detector_errors=errors, engine=engine.name,
         label_problems=label_problems,
-        wall_seconds=round(wall, 3), phase_seconds={k: round(v, 3) for k, v in phases.items()})
+        wall_seconds=round(wall, 3), phase_seconds={k: round(v, 3) for k, v in phases.items()},
+        run_id=new_run_id(), files=file_digests(out))
     write_json(out / "manifest.json", manifest)
     parts.finish()
     log(f"wrote the run folder ({time.perf_counter() - t_start - phases['generate'] - phases['detectors']:.1f} s)")
     return {"out": str(out), "config_hash": manifest["config_hash"], "episodes": len(episodes),
             "wall_seconds": manifest["wall_seconds"], "metrics": [r for r in metrics if r["family"] == "all"],
             "closed": [r for r in closed_m if r["family"] == "all"], "detector_errors": errors}
+
+
+def finished_run(out: Path, config_hash: str) -> bool:
+    """For ``--resume``: True when ``out`` holds a finished run of this configuration (only its
+    report is left to write); False when it holds checkpoints for the runner to resume. Raises
+    ``ResumeError`` when it holds a run of another configuration, or its files are not one run's."""
+    out = Path(out)
+    if (out / PARTS / "run.json").is_file() or not (out / "manifest.json").is_file():
+        return False  # the runner resumes the checkpoints, or says there is nothing to resume
+    try:
+        manifest = read_run_manifest(out)
+    except RunFolderError as exc:
+        raise ResumeError(str(exc)) from None
+    if manifest.get("config_hash") != config_hash:
+        raise ResumeError(f"{out} holds a finished run of another configuration (config hash "
+                          f"{manifest.get('config_hash')}, now {config_hash}); use the same options, or a new --out")
+    return True
+
+
+def summary_of(out: Path) -> dict[str, Any]:
+    """The summary :func:`run` returns, read back from a finished run folder."""
+    import csv
+
+    from sim.numbers import as_float
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        path = Path(out) / name
+        if not path.is_file():
+            return []
+        with open(path, encoding="utf-8", newline="") as fh:
+            return [{k: (as_float(v) if as_float(v) is not None else v) for k, v in r.items()}
+                    for r in csv.DictReader(fh) if r.get("family") == "all"]
+
+    manifest = read_run_manifest(out)
+    return {"out": str(out), "config_hash": manifest["config_hash"], "episodes": manifest["episodes"],
+            "wall_seconds": manifest.get("wall_seconds"), "metrics": rows("metrics.csv"),
+            "closed": rows("closed_metrics.csv"), "detector_errors": manifest.get("detector_errors", {})}

@@ -3,7 +3,8 @@
 A baseline is a folder of plain files (parsed, never evaluated): ``manifest.json`` (the
 suite, its seed, the detectors with their parameters, a fingerprint of the generated
 episodes), ``metrics.csv``, ``episodes.csv`` (one outcome per detector and looping path or
-clean episode) and ``timings.csv``.
+clean episode); this machine's ``timings.csv`` and package versions go to ``machine/``,
+which is not committed (the timing check is made where that file exists).
 
 Because the suite is derandomised, the baseline and the current run score the *same*
 episodes, so each metric is compared with a **paired** bootstrap over episodes: resample
@@ -44,7 +45,9 @@ from sim.scoring.uncertainty import percentile_interval, unit_weights, weighted_
 from sim.numbers import as_float
 
 FORMAT = 1
-FILES = ("manifest.json", "metrics.csv", "episodes.csv", "timings.csv")
+FILES = ("manifest.json", "metrics.csv", "episodes.csv")
+#: The baseline folder's sub-folder for what differs between machines (timings, versions); not committed.
+MACHINE = "machine"
 
 #: Tolerances: how much worse a metric may get (absolute: rates in [0, 1], delays in calls).
 TOLERANCES: dict[str, float] = {
@@ -118,12 +121,20 @@ def _reparse(rows: list[dict], columns: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def write_baseline(data: GateData, out: Path) -> None:
+    """The baseline folder: only deterministic files (``manifest.json`` without package
+    versions, ``metrics.csv``, ``episodes.csv``), so a baseline made again from the same code
+    is byte-identical. This machine's timings and versions go to ``MACHINE/`` beside them,
+    which the folder's own ``.gitignore`` keeps out of commits."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    manifest = {k: v for k, v in data.manifest.items() if k != "versions"}
     write_csv(out / "metrics.csv", data.metrics, METRIC_COLUMNS)
     write_csv(out / "episodes.csv", data.episodes, EPISODE_COLUMNS)
-    write_csv(out / "timings.csv", data.timings, TIMING_COLUMNS)
-    write_json(out / "manifest.json", data.manifest)
+    write_json(out / "manifest.json", manifest)
+    (out / "timings.csv").unlink(missing_ok=True)  # where an older loopbench kept them
+    atomic_write(out / ".gitignore", f"# This machine's timings and package versions: not part of the baseline.\n{MACHINE}/\n")
+    write_csv(out / MACHINE / "timings.csv", data.timings, TIMING_COLUMNS)
+    write_json(out / MACHINE / "versions.json", data.manifest.get("versions", {}))
 
 
 def read_baseline(path: str | Path) -> GateData:
@@ -146,10 +157,14 @@ def read_baseline(path: str | Path) -> GateData:
     for key in ("suite", "detectors", "episodes_fingerprint"):
         if key not in manifest:
             raise GateError(f"{folder / 'manifest.json'}: no {key!r}")
-    tables = {}
+    tables = {"timings.csv": []}  # timings only where this machine (or an older baseline) has them
+    timing_file = next((p for p in (folder / MACHINE / "timings.csv", folder / "timings.csv") if p.is_file()), None)
     for name, columns in (("metrics.csv", METRIC_COLUMNS), ("episodes.csv", EPISODE_COLUMNS), ("timings.csv", TIMING_COLUMNS)):
+        path = timing_file if name == "timings.csv" else folder / name
+        if path is None:
+            continue
         try:
-            with open(folder / name, encoding="utf-8", newline="") as fh:
+            with open(path, encoding="utf-8", newline="") as fh:
                 reader = csv.DictReader(fh)
                 missing = [c for c in ("detector",) + tuple(c for c in columns if c in _NEEDED[name]) if c not in (reader.fieldnames or [])]
                 if missing:

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from sim.config.runfolder import read_run_manifest
 from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_profiles, scoring_units, summarize
 from sim.scoring.thresholds import (FAR_TARGETS, CallScores, candidate_values, check_contract, heldout_totals, pick_best,
                          pick_calibrated, sweep, sweep_metrics, take)
@@ -68,10 +69,9 @@ def load_runs(dirs: Sequence[str | Path]) -> RunData:
     specs: dict[str, tuple[str, dict[str, Any]]] = {}
     deltas = set()
     for i, d in enumerate(dirs):
-        mpath = d / "manifest.json"
-        if not mpath.is_file():
+        if not (d / "manifest.json").is_file():
             raise FileNotFoundError(f"{d}: not a run folder (no manifest.json)")
-        man = json.loads(mpath.read_text())
+        man = read_run_manifest(d)  # RunFolderError when the folder mixes runs
         manifests.append(man)
         deltas.add(int(man.get("config", {}).get("delta", DELTA)))
         prefix = f"r{i}:" if len(dirs) > 1 else ""

@@ -62,7 +62,9 @@ def _ordered(an) -> list[str]:
 
 def _families(an) -> tuple[list[str], list[str]]:
     out = an.data.outcomes
-    fams = sorted(set(out["family"])) if len(out) else []
+    if not len(out):  # a closed-loop-only run scores no open-loop outcomes
+        return [], []
+    fams = sorted(set(out["family"]))
     looping = sorted(set(out[out["outcome"].isin(["tp", "miss", "early"])]["family"]))
     clean = sorted(set(out[out["outcome"].isin(["tn", "fp"])]["family"]))
     # Suite order (loop families first), then families the registry does not know (replayed traces).

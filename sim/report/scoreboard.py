@@ -10,6 +10,7 @@ import pandas as pd
 from scenarios.base import healthy_families, loop_families, registered
 
 from scenarios.files import atomic_write
+from sim.config.runfolder import read_run_manifest
 from sim.numbers import number_text
 
 
@@ -21,7 +22,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def scoreboard_text(run_dir: Path) -> str:
     run_dir = Path(run_dir)
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = read_run_manifest(run_dir)  # refuses files of another run
     parts = [f"# loopbench scoreboard — suite `{manifest['config'].get('suite', 'replay')}`", ""]
     parts.append(f"Config hash `{manifest['config_hash']}`, profile weights v{manifest.get('profiles_version', '?')}, "
                  f"{manifest['episodes']} episodes, {manifest['tool_calls']} tool calls, window Δ = "

@@ -17,6 +17,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from detectors.params import ParamError
+from detectors.protocol import Detector
+
 
 from sim.execute.engines import Engine
 from sim.config.spec import DetectorSpec
@@ -40,10 +43,9 @@ class SweepResult:
     runs: int  # open-loop runs made
 
 
-def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence[Episode],
-              profiles: Mapping[str, Mapping[str, float]], *, delta: int = DELTA, engine: Engine | int = 0,
-              progress: bool = False) -> SweepResult:
-    """Score ``spec`` at every cell of the grid; see the module docstring for the modes."""
+def sweep_cells(spec: DetectorSpec, grids: Sequence[ParamGrid]) -> tuple[Detector, list[str], list[tuple], tuple]:
+    """The detector at its defaults, the swept names, every cell (the default added when off
+    the grid) and the default cell, each cell's detector built once so a refused value is a TuningError before any run."""
     base = spec.build()
     accepted = base.param_names()
     names = [g.name for g in grids]
@@ -69,8 +71,18 @@ def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence
             DetectorSpec(spec.label, spec.spec, params).build()
         except Exception as exc:  # noqa: BLE001
             what = ", ".join(f"{n}={value_text(v)}" for n, v in zip(names, cell))
+            if isinstance(exc, ParamError):
+                raise TuningError(f"detector {spec.label!r}: {exc}") from None
             raise TuningError(f"detector {spec.label!r} rejects {what}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
 
+    return base, names, cells, default_cell
+
+
+def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence[Episode],
+              profiles: Mapping[str, Mapping[str, float]], *, delta: int = DELTA, engine: Engine | int = 0,
+              progress: bool = False) -> SweepResult:
+    """Score ``spec`` at every cell of the grid; see the module docstring for the modes."""
+    base, names, cells, default_cell = sweep_cells(spec, grids)
     units = {ep.id: scoring_units(ep) for ep in episodes}
     tp = base.threshold_param
     ti = names.index(tp) if tp in names else None

@@ -35,7 +35,8 @@ def test_committed_baseline_passes_on_the_committed_code(tmp_path):
     assert r.exit_code == 0, r.output
     assert "no regression" in r.output
     suite = ET.parse(junit).getroot().find("testsuite")
-    assert int(suite.get("tests")) == 15 * 5 and suite.get("failures") == "0"
+    detectors = json.loads((ROOT / "results" / "baseline" / "manifest.json").read_text())["detectors"]
+    assert int(suite.get("tests")) == len(detectors) * 5 and suite.get("failures") == "0"
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +51,30 @@ def small_baseline(tmp_path_factory):
 
 def test_baseline_folder_is_plain_files(small_baseline):
     b = small_baseline / "baseline"
-    assert sorted(p.name for p in b.iterdir()) == ["episodes.csv", "manifest.json", "metrics.csv", "timings.csv"]
+    assert sorted(p.name for p in b.iterdir()) == [".gitignore", "episodes.csv", "machine", "manifest.json", "metrics.csv"]
+    assert sorted(p.name for p in (b / "machine").iterdir()) == ["timings.csv", "versions.json"]
+    assert (b / ".gitignore").read_text().splitlines()[-1] == "machine/"
     manifest = json.loads((b / "manifest.json").read_text())
     assert manifest["suite"]["seed"] == 3 and [d["label"] for d in manifest["detectors"]] == ["exact", "normalized"]
+    assert "versions" not in manifest
+
+
+def test_baseline_update_writes_the_same_committed_bytes_twice(small_baseline, tmp_path):
+    again = tmp_path / "again"
+    r = invoke("baseline", "update", "--suite", str(small_baseline / "suite.toml"), "--detectors", "exact,normalized",
+               "--out", str(again), "--no-progress")
+    assert r.exit_code == 0, r.output
+    for name in ("manifest.json", "metrics.csv", "episodes.csv", ".gitignore"):
+        assert (again / name).read_bytes() == (small_baseline / "baseline" / name).read_bytes(), name
+
+
+def test_the_committed_baseline_holds_every_builtin_but_the_embedding_ones():
+    from detectors.registry import available, detector_class
+
+    builtins = {n for n in available() if detector_class(n).__module__.startswith("detectors.")}
+    manifest = json.loads((Path(__file__).resolve().parents[2] / "results" / "baseline" / "manifest.json").read_text())
+    assert {d["label"] for d in manifest["detectors"]} == builtins - {"embedding", "embedding_call"}
+    assert "versions" not in manifest
 
 
 def test_a_worse_detector_fails_the_gate_and_the_same_one_passes(small_baseline, tmp_path):

@@ -133,12 +133,12 @@ def test_shard_plan_covers_every_episode_once():
 def test_engine_errors_are_one_line():
     with pytest.raises(EngineError, match="unknown engine 'spark'"):
         Engine("spark")
-    from sim.execute.engines import _check_reachable
+    from sim.execute.engines import check_reachable
 
     with pytest.raises(EngineError, match="cannot reach Ray at 127.0.0.1:1: Connection refused"):
-        _check_reachable("127.0.0.1:1")  # Ray itself would retry for minutes
+        check_reachable("127.0.0.1:1")  # Ray itself would retry for minutes
     with pytest.raises(EngineError, match="expected HOST:PORT"):
-        _check_reachable("head-node")
+        check_reachable("head-node")
     r = invoke("run", "--suite", "quick", "--detectors", "exact", "--ray-address", "127.0.0.1:1", "--no-progress")
     assert r.exit_code == 2 and "--ray-address needs --engine ray" in r.output
 
