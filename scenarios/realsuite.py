@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from detectors.protocol import Message, Observation, ToolCall
+from scenarios.files import atomic_file
 from scenarios.trace import dumps_events, episode_events, loads_trace
 from scenarios.tree import Episode, Label, ThinkNode, ToolNode
 
@@ -461,7 +462,8 @@ def build_package_data(corpus_dir: str | Path, out_dir: str | Path, name: str = 
     out = Path(out_dir) / SHIPPED[name]
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = b"".join(dumps_events(episode_events(ep)) for ep in load.episodes)
-    with open(out, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
+    with atomic_file(out, binary=True) as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0,
+                                                             compresslevel=9) as gz:
         gz.write(payload)
     return load
 
