@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 from detectors.protocol import Message, Observation, ToolCall
 from scenarios.files import atomic_file
