@@ -51,7 +51,7 @@ import xxhash
 
 from .callmemo import CallMemo
 from .pathmap import PathCounts
-from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, tool_param
+from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, result_known, tool_param
 from .signature import args_text, canonical_json, content_text
 
 MODES = ("default", "poll", "retry", "mutating", "exempt")
@@ -483,6 +483,8 @@ class ProgressGuard(Detector):
         mode = self.mode(call.tool)
         if mode == "exempt":
             return replace(state, step=state.step + 1)
+        if not result_known(observation):
+            return self._record_unrecorded(state, call, decision, observation.error, mode)
         p = self._prepare(call)
         text = _text_of(observation.content)
         masked = _mask_volatile(text)
@@ -544,3 +546,31 @@ class ProgressGuard(Detector):
             error_tool=error_tool, error_key=error_key, error_run=error_run,
             strikes=strikes, since_strike=since, fresh_from=fresh_from,
         )
+
+    def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool,
+                           mode: str) -> GuardState:
+        """A call that ran without a recorded result: the argument layers count it as usual;
+        the result layers learn nothing, neither progress nor the lack of it.
+
+        It is on the path (a later repeat of it is a repeat, a mutating tool changed the world,
+        a poll counts toward ``poll_limit``); the poll fingerprints, the tokens seen, the
+        no-progress streak and the recovery count stay as they were; drift and the semantic
+        layer get no evidence from it; an error of unknown text leaves the same-error streak
+        alone, and on a retry tool is given the benefit of a transient one.
+        """
+        p = self._prepare(call)
+        info: KeyInfo | None = state.keys.get(p.key)
+        transient_run = ((info.transient_run if info else 0) + 1) if error and mode == "retry" else 0
+        keys = state.keys.set(p.key, KeyInfo((info.count if info else 0) + 1, state.step,
+                                             info.last_fp if info else None, info.prev_fp if info else None,
+                                             True, transient_run))
+        families = state.families.set(p.family, (state.step, True))
+        if error:
+            error_tool, error_key, error_run = state.error_tool, state.error_key, state.error_run
+        else:
+            error_tool, error_key, error_run = None, None, 0
+        return replace(state, step=state.step + 1, keys=keys, families=families,
+                       last_mutation=state.step if mode == "mutating" else state.last_mutation,
+                       error_tool=error_tool, error_key=error_key, error_run=error_run,
+                       strikes=state.strikes + (1 if decision.alarm else 0),
+                       since_strike=0 if decision.alarm else state.since_strike)
