@@ -26,6 +26,35 @@ class Outcome(NamedTuple):
     key: Hashable
     error: bool
     text: str  # the start of the error text, for the corrective nudge ("" when not an error)
+    syntax: frozenset = frozenset()  # IPython syntax-error fingerprints (V0 only), see ``syntax_tokens``
+
+
+#: The IPython syntax errors V0 treats like error observations when three in a row agree.
+UNTERMINATED = "SyntaxError: unterminated string literal (detected at line"
+LINE_ERRORS = ("SyntaxError: invalid syntax. Perhaps you forgot a comma?", "SyntaxError: incomplete input")
+
+
+def syntax_tokens(content: str) -> frozenset:
+    """What V0 compares across the last three IPython outputs of a repeated cell.
+
+    An output counts only if it ends with the kernel's two footer lines
+    ("[Jupyter current working directory:", "[Jupyter Python interpreter:") and the line
+    above them carries the error. Unterminated strings agree when that error line is the
+    same; the invalid-syntax / incomplete-input errors also need at least 6 lines and the
+    same first line "Cell In[1], line N".
+    """
+    lines = content.strip().split("\n")
+    if len(lines) < 3 or not (lines[-2].startswith("[Jupyter current working directory:")
+                              and lines[-1].startswith("[Jupyter Python interpreter:")):
+        return frozenset()
+    error_line = lines[-3]
+    tokens = set()
+    if UNTERMINATED in error_line:
+        tokens.add(("unterminated", error_line))
+    first = lines[0].strip()
+    if len(lines) >= 6 and first.startswith("Cell In[1], line"):
+        tokens.update((msg, first, error_line) for msg in LINE_ERRORS if msg in error_line)
+    return frozenset(tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +110,7 @@ class OpenHandsBase(Detector):
     Subclass attributes read here: ``action_observation``, ``action_error``,
     ``monologue``, ``alternating_pattern`` (thresholds), ``max_events`` (window, or None),
     ``compare_thought``, ``_shell_tools`` (observations compared by error flag only),
+    ``_ipython_tools`` (V0's edit-cell and syntax-error rules),
     ``_user_resets`` (a user message restarts the window), ``_monologue_by_content``,
     ``_actions_break_monologue`` and ``_nudge_tier`` (an action-error streak of exactly
     ``action_error`` nudges once; STUCK needs one more failure).
@@ -96,6 +126,7 @@ class OpenHandsBase(Detector):
     expected_failures = {"check_catches_unrecorded_repeat": "faithful to OpenHands: a repeat is stuck only when its "
                                                             "observations repeat too, and unrecorded ones are unknown"}
     _shell_tools: frozenset[str] = frozenset()
+    _ipython_tools: frozenset[str] = frozenset()
     _nudge_tier = False
     _user_resets = True
     _monologue_by_content = True
@@ -123,6 +154,8 @@ class OpenHandsBase(Detector):
         run_a = _trailing(acts, lambda a, b: a.key == b.key)
         run_o = _trailing(outs, lambda a, b: a.key == b.key)
         run_err = _trailing(outs, lambda a, b: a.error) if outs and outs[-1].error else 0
+        if outs and outs[-1].syntax:
+            run_err = max(run_err, max(_trailing(outs, lambda a, b, t=t: t in a.syntax) for t in outs[-1].syntax))
         alt = min(_alternating([a.key for a in acts]), _alternating([o.key for o in outs]))
         if self._monologue_by_content:
             mono = _trailing(state.messages, lambda a, b: a == b)
@@ -164,6 +197,13 @@ class OpenHandsBase(Detector):
 
     # -- the history -----------------------------------------------------------------
     def _action_key(self, state: History, call: ToolCall) -> Hashable:
+        if call.tool in self._ipython_tools and isinstance(call.args, dict):
+            code = call.args.get("code")
+            if isinstance(code, str) and "edit_file_by_replace(" in code:
+                # V0 compares edit cells by their first three code lines, thought ignored;
+                # a cell of two lines or fewer equals nothing, not even itself.
+                lines = code.split("\n")
+                return ("edit_cell", tuple(lines[:3])) if len(lines) > 2 else ("edit_cell", state.seq)
         sig = self._sig(call)
         return (sig, state.thought) if self.compare_thought else sig
 
@@ -177,7 +217,9 @@ class OpenHandsBase(Detector):
             key = ("unrecorded", seq)
         else:
             key = observation_key(observation)
-        return Outcome(seq, key, error, observation_text(observation)[:200] if error else "")
+        text = observation_text(observation) if result_known(observation) else ""
+        syntax = syntax_tokens(text) if call.tool in self._ipython_tools and not error else frozenset()
+        return Outcome(seq, key, error, text[:200] if error else "", syntax)
 
     def record(self, state: History, call: ToolCall, decision: Decision, observation: Observation | None) -> History:
         nudged_seq = state.nudged_seq

@@ -1,7 +1,10 @@
 """``crewai``: CrewAI's repeated-usage check — the same call as the last successful one is not run."""
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..callmemo import CallMemo
 from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
@@ -9,6 +12,19 @@ from ..signature import exact_signature
 
 #: The observation CrewAI returns instead of running the tool, word for word.
 REUSE_TEXT = "I tried reusing the same input, I must stop using this action input. I'll try something else instead."
+
+
+@lru_cache(maxsize=1024)  # a run has a handful of tool names; the regexes would dominate the check otherwise
+def sanitize_tool_name(name: str) -> str:
+    """CrewAI compares tool names after its provider-safe normalisation: ASCII, camelCase
+    split, lower case, quotes dropped, anything but ``a-z0-9_`` an underscore, runs of
+    underscores collapsed ("Get Final Answer" and "getFinalAnswer" are "get_final_answer")."""
+    name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    name = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    name = re.sub(r"['\"]", "", name)
+    name = re.sub(r"[^a-z0-9_]", "_", name)
+    return re.sub(r"_{2,}", "_", name).strip("_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +36,8 @@ class CrewState:
 class CrewAIDetector(Detector):
     """Refuse a call identical to the last *successfully used* one (2 in a row is the loop).
 
-    **Identity**: tool name + argument dict equality (key order does not matter).
+    **Identity**: sanitized tool name (``sanitize_tool_name``) + argument dict equality
+    (key order does not matter).
     **Rule**: if the call equals ``ToolsHandler.last_used_tool`` — the last call that ran
     without error — it is not run and the observation is CrewAI's fixed sentence
     ("I tried reusing the same input, …"). So the 2nd consecutive identical call is the
@@ -47,7 +64,7 @@ class CrewAIDetector(Detector):
     """
 
     def __init__(self) -> None:
-        self._key = CallMemo(lambda call: exact_signature(call.tool, call.args))
+        self._key = CallMemo(lambda call: exact_signature(sanitize_tool_name(call.tool), call.args))
 
     def start(self) -> CrewState:
         return CrewState()

@@ -32,7 +32,8 @@ class GeminiCliDetector(Detector):
     normalisation, so the same arguments in another key order are a different call.
     **Pattern**: after each tool-call request (the call being checked is included), for
     cycle length k = 1..5, a loop is when the last k·5 keys are the last k keys repeated
-    5 times: 5 identical calls, a 2-cycle after 10 calls, … a 5-cycle after 25.
+    5 times: 5 identical calls, a 2-cycle after 10 calls, … a 5-cycle after 25
+    (``threshold`` is Gemini's ``TOOL_CALL_LOOP_THRESHOLD``).
     Contiguous only. We keep, per k, the length L_k of the longest suffix with period k
     (updated in O(5) per call), which is equivalent and needs no window. The score is
     ``max_k floor(L_k / k)`` — repetitions of the best cycle — so the detector alarms
@@ -44,6 +45,11 @@ class GeminiCliDetector(Detector):
     sticky, so repeating the looping call right after the nudge is strike 2. A user
     message starts a new prompt id and resets everything; tool results, thoughts and
     harness messages neither count nor reset.
+
+    **Off switch**: ``disabled=True`` is Gemini's ``model.disableLoopDetection`` setting
+    (default false, PR #18008) and the UI's "Disable loop detection for this session"
+    (``disableForSession()``): no loop is ever reported. The scoreboard uses the
+    default, detection on, as Gemini ships.
 
     **Left out**: the streamed-text "chanting" detector (our traces carry no streamed
     model text), and the LLM judge from turn 30 (it needs two model calls per check
@@ -64,9 +70,10 @@ class GeminiCliDetector(Detector):
 
     threshold_param = "threshold"
 
-    def __init__(self, *, threshold: int = 5, max_cycle_length: int = 5):
+    def __init__(self, *, threshold: int = 5, max_cycle_length: int = 5, disabled: bool = False):
         self.threshold = threshold
         self.max_cycle_length = max_cycle_length
+        self.disabled = disabled
         self._key = CallMemo(lambda call: ordered_signature(call.tool, call.args))
 
     def start(self) -> GeminiState:
@@ -83,6 +90,8 @@ class GeminiCliDetector(Detector):
         return tuple(out)
 
     def check(self, state: GeminiState, call: ToolCall) -> Decision:
+        if self.disabled:
+            return Decision(Verdict.ALLOW, 0.0)
         periods = self._periods(state, self._key(call))
         reps, k = max(((length // k, k) for k, length in enumerate(periods, start=1)), key=lambda rk: (rk[0], -rk[1]))
         if reps < self.threshold:

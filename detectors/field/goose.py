@@ -37,9 +37,11 @@ class GooseDetector(Detector):
     call (goose's ``inspect()`` path checks a temporary clone, so there it never does).
 
     **REP-002** (PR #8994): when a tool's result is an error with the same first
-    ``error_prefix_chars`` (100) characters ``max_same_errors`` (3) times in a row, the next
+    ``error_prefix_chars`` (100) characters ``max_same_errors`` (3, goose's
+    ``MAX_CONSECUTIVE_ERROR_FINGERPRINTS``) times in a row, the next
     call to that tool is denied *whatever its arguments*; any successful result resets,
-    and the counter resets after firing so the model may try again.
+    and the counter resets at the first inspection that finds it at the limit (even one
+    of another tool, which is not denied) so the model may try again.
 
     The score is ``max(run / max_repetitions, same_errors / max_same_errors)``, where
     ``run`` counts identical calls right before this one, so the detector alarms iff
@@ -91,8 +93,8 @@ class GooseDetector(Detector):
         _, _, rep1, rep2 = self._rules(state, call)
         run = state.run if rep1 else state.run.extend(self._key(call))
         tool, text, count = state.error_tool, state.error_text, state.error_count
-        if rep2:
-            count = 0  # REP-002 resets after firing
+        if count >= self.max_same_errors:
+            count = 0  # goose resets the count at any inspection that finds it at the limit, denied or not
         if observation is not None and not observation.nudge:
             if observation.error and not result_known(observation):
                 pass  # an error whose text was not recorded is neither the same error nor another

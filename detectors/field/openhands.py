@@ -10,6 +10,9 @@ from ._openhands import Finding, History, OpenHandsBase
 STUCK_TEXT = "Agent got stuck in a loop"
 
 #: Tool names whose observations OpenHands compares by command and exit code only.
+#: Tool names of IPython cells (OpenHands' ``IPythonRunCellAction``).
+IPYTHON_TOOLS = ("execute_ipython_cell",)
+
 SHELL_TOOLS = ("bash", "execute_bash", "shell", "terminal", "run_command", "execute_command", "cmd", "exec")
 
 
@@ -47,11 +50,18 @@ class OpenHandsDetector(OpenHandsBase):
     The score is the largest ratio of a pattern's current length to its threshold, so
     the detector alarms iff ``score >= 1``.
 
+    **IPython cells** (``ipython_tools``, calls with a ``code`` argument): cells that call
+    ``edit_file_by_replace(`` are equal when they have more than two lines and the first
+    three match (thought ignored); and three repeats of a cell whose outputs carry the
+    same kernel syntax error (unterminated string with the same error line; invalid
+    syntax / incomplete input with the same "Cell In[1], line N" first line and error
+    line, at least 6 lines, kernel footer present) count as ``repeating_action_error``
+    although the outputs are not error observations.
+
     **Left out**: pattern 5 (context-window error: back-to-back condensation events, which
-    our traces do not have) and the Python-cell special cases (``edit_file_by_replace``
-    cells compared by their first lines, identical kernel syntax errors), which need
-    IPython cells. A standalone agent message is a model turn that proposed no call;
-    the monologue can only be reported on the next proposed call.
+    our traces do not have) and a stuck delegate propagating to its parent. A standalone
+    agent message is a model turn that proposed no call; the monologue can only be
+    reported on the next proposed call.
 
     >>> from detectors.protocol import Observation, ToolCall
     >>> det = OpenHandsDetector()
@@ -72,11 +82,14 @@ class OpenHandsDetector(OpenHandsBase):
     alternating_pattern = 6
     max_events = None
 
-    def __init__(self, *, headless_mode: bool = True, compare_thought: bool = True, shell_tools: Sequence[str] = SHELL_TOOLS):
+    def __init__(self, *, headless_mode: bool = True, compare_thought: bool = True, shell_tools: Sequence[str] = SHELL_TOOLS,
+                 ipython_tools: Sequence[str] = IPYTHON_TOOLS):
         self.headless_mode = headless_mode
         self.compare_thought = compare_thought
         self.shell_tools = tuple(shell_tools)
+        self.ipython_tools = tuple(ipython_tools)
         self._shell_tools = frozenset(self.shell_tools)
+        self._ipython_tools = frozenset(self.ipython_tools)
         self._user_resets = not headless_mode
         self._setup()
 

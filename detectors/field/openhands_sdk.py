@@ -14,7 +14,7 @@ def nudge_text(tool: str, count: int, error: str) -> str:
 class OpenHandsSDKDetector(OpenHandsBase):
     """V0's patterns with configurable thresholds, a 20-event window on the active branch, and a nudge.
 
-    **Window**: the last ``max_events`` (20) events of the active branch — this path, so
+    **Window**: the last ``max_events`` (20, ``MAX_EVENTS_TO_SCAN_FOR_STUCK_DETECTION``) events of the active branch — this path, so
     ``scope = "path"`` is the SDK's own rule — then only events after the last user
     message. Events are actions, observations and standalone agent messages; framework
     nudges do not reset the window. Nothing is checked below min(4, 3, 3) = 3 events.

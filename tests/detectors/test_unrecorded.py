@@ -97,3 +97,12 @@ def test_progress_guard_unknown_results_do_not_count_as_recovery():
     assert verdicts(_guard(), calls(*seq)) == ["allow", "nudge", "allow", "stop"]
     seq[2] = ("read_file", {"path": "x.md"}, Observation("a brand new finding"))
     assert verdicts(_guard(), calls(*seq)) == ["allow", "nudge", "allow", "nudge"]  # a known new result does
+
+
+@pytest.mark.parametrize("name", ["deepagents", "pingpong"])
+def test_same_result_rules_of_the_newer_baselines_need_known_results(name):
+    # Different arguments, one tool: only a "same result" rule could fire, and only on known results.
+    unknown = calls(*[("grep", {"pattern": f"p{i}"}, UNRECORDED) for i in range(8)])
+    assert set(verdicts(make_detector(name), unknown)) == {"allow"}
+    same = calls(*[("grep", {"pattern": f"p{i}"}, Observation("no matches")) for i in range(8)])
+    assert set(verdicts(make_detector(name), same)) != {"allow"}

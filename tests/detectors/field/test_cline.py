@@ -1,11 +1,17 @@
 """Cline baseline: sorted keys minus task_progress, soft warning at 3, user decides at 5."""
 from detectors.field.cline import ClineDetector
-from detectors.protocol import Observation, ToolCall
+from detectors.protocol import Message, Observation, ToolCall
 
 
-def test_soft_at_three_hard_at_five(verdicts):
+def test_soft_once_at_three_hard_from_five(verdicts):
     out = verdicts(ClineDetector(), [("read_file", {"path": "a"})] * 6)
-    assert out == ["allow", "allow", "nudge", "nudge", "escalate", "escalate"]
+    assert out == ["allow", "allow", "nudge", "allow", "escalate", "escalate"]
+
+
+def test_a_new_run_resets_and_the_switch_turns_it_off(verdicts):
+    items = [("x", {})] * 2 + [Message("user", "next task")] + [("x", {})] * 2
+    assert set(verdicts(ClineDetector(), items)) == {"allow"}
+    assert set(verdicts(ClineDetector(enabled=False), [("x", {})] * 8)) == {"allow"}
 
 
 def test_soft_message_names_tool_and_count(feed):
@@ -37,4 +43,4 @@ def test_nudged_repeats_still_count_toward_hard():
         obs = Observation(d.message, nudge=True) if d.verdict.value == "nudge" else (None if d.alarm else Observation("r"))
         s = det.record(s, call, d, obs)
         out.append(d.verdict.value)
-    assert out == ["allow", "allow", "nudge", "nudge", "escalate"]
+    assert out == ["allow", "allow", "nudge", "allow", "escalate"]

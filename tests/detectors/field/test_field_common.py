@@ -8,7 +8,8 @@ from detectors.registry import available, make_detector
 from sim.play.openloop import score_episode
 from scenarios.tree import Episode, ToolNode
 
-FIELD = ["openhands", "openhands_sdk", "gemini_cli", "roo_code", "cline", "goose", "crewai", "openclaw", "max_turns"]
+FIELD = ["openhands", "openhands_sdk", "gemini_cli", "roo_code", "cline", "goose", "crewai", "openclaw", "max_turns",
+         "deepagents", "gptme", "pingpong"]
 
 
 def mixed_items():
@@ -104,7 +105,7 @@ def test_sibling_branches_do_not_see_each_other(name):
 
 
 @pytest.mark.parametrize("module", ["openhands", "openhands_sdk", "gemini_cli", "roo_code", "cline", "goose", "crewai",
-                                    "openclaw", "max_turns"])
+                                    "openclaw", "max_turns", "deepagents", "gptme", "pingpong"])
 def test_docstring_examples_run(module):
     import doctest
     import importlib

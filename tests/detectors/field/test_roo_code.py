@@ -3,8 +3,17 @@ from detectors.field.roo_code import RooCodeDetector, model_text
 from detectors.protocol import ToolCall
 
 
-def test_fourth_identical_call_escalates(verdicts):
-    assert verdicts(RooCodeDetector(), [("read_file", {"path": "a"})] * 5) == ["allow"] * 3 + ["escalate"] * 2
+def test_fourth_identical_call_escalates_then_the_count_restarts(verdicts):
+    out = verdicts(RooCodeDetector(), [("read_file", {"path": "a"})] * 9)
+    assert out == ["allow"] * 3 + ["escalate"] + ["allow"] * 3 + ["escalate", "allow"]
+
+
+def test_browser_scroll_exemption_matches_arguments(verdicts):
+    det = RooCodeDetector(limit=2, exempt_calls=[{"tool": "browser_action", "args": {"action": "scroll_down"}}])
+    scroll, click = ("browser_action", {"action": "scroll_down"}), ("browser_action", {"action": "click"})
+    assert set(verdicts(det, [scroll] * 10)) == {"allow"}
+    assert verdicts(det, [click] * 3)[2] == "escalate"
+    assert verdicts(det, [("ls", {}), scroll, ("ls", {}), scroll, ("ls", {})])[4] == "escalate"
 
 
 def test_messages_for_model_and_user(feed):
@@ -43,4 +52,4 @@ def test_exempt_tool_is_transparent(verdicts):
 def test_per_tool_limit_and_score_contract(scores):
     det = RooCodeDetector(tool_overrides={"browser_action": {"limit": 6}})
     assert det.threshold_for("browser_action", 3) == 6 and det.threshold_for("x", 3) == 3
-    assert scores(det, [("x", {})] * 5) == [0, 1, 2, 3, 4]
+    assert scores(det, [("x", {})] * 5) == [0, 1, 2, 3, 0]  # the count restarts after the block
