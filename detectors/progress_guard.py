@@ -50,25 +50,34 @@ import numpy as np
 import xxhash
 
 from .callmemo import CallMemo
+from .commands import CODE_KEYS, cosmetic_form, writes
 from .pathmap import PathCounts
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, result_known, tool_param
 from .signature import args_text, canonical_json, content_text
 
-MODES = ("default", "poll", "retry", "mutating", "exempt")
+MODES = ("default", "poll", "retry", "mutating", "command", "exempt")
 
 #: Tool-name patterns -> mode, first match wins. Harness authors know their tools; these
 #: are the families every harness has.
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     (r"^(think|reflect|scratchpad|note|todo|plan)$", "exempt"),  # the model talking to itself
     (r"status|poll|wait|progress|tail|read_output|check_job|get_job|logs?$", "poll"),
+    # Paging: the same call shows the next part (scrolling, the next match of a lookup).
+    (r"scroll|page_?(up|down)|next_page|more_results|lookup", "poll"),
+    # One tool that reads, edits and tests: whether a call writes is in its command text.
+    (r"exec|shell|bash|terminal|run_command|command|python|code_interpreter|run_code|repl", "command"),
     (r"write|edit|patch|replace|create|delete|remove|update|insert|apply|move|rename|mkdir|commit|install"
-     r"|exec|shell|bash|terminal|run_command|type|click|input|send", "mutating"),
+     r"|type|click|input|send"
+     # business writes (cancel a booking, submit an order): their result may echo a record
+     # read before, yet the world changed
+     r"|cancel|book|reserve|submit|purchase|pay|refund|exchange|modify|upload|save|transfer|assign"
+     r"|(^|_)(set|post|put|add)(_|$)", "mutating"),
     (r"http|fetch|request|download|curl|url|api|web_get|get_page", "retry"),
 )
 
 _FREE_KEYS = frozenset((
     "query", "q", "queries", "prompt", "text", "message", "question", "instruction", "instructions",
-    "task", "description", "search", "search_query", "keywords", "topic", "goal", "request",
+    "task", "description", "search", "search_query", "keywords", "keyword", "topic", "goal", "request",
 ))
 
 _VOLATILE = re.compile(
@@ -96,13 +105,21 @@ def _mask_volatile(text: str) -> str:
     return _VOLATILE.sub(repl, text)
 
 
-_DIGITS = re.compile(r"\d+")
+# Numbers in an error are masked (counters, request numbers); digits inside an identifier
+# are not: "certificate_7504069 not found" and "certificate_4856383 not found" are two errors.
+_DIGITS = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
 # A token keeps its inner punctuation, so file names, dates and decimals stay distinct
 # ("api_tests.py" is not "api" + "tests" + "py").
 _WORDS = re.compile(r"[^\W_](?:[\w.\-/]*[^\W_])?")
 _NUMERIC = re.compile(r"[\d.\-/]+")
 _NUMBER = re.compile(r"(?<![^\W\d_])\d+(?![^\W\d_])")  # digits not glued to letters
 _SPACE = re.compile(r"\s+")
+# Items of a listed result (``Similar: ['A', 'B']``, a JSON array of names): a new item is
+# news even when each of its words has been seen ("The Shallows" after "The Shallows (book)").
+_ITEM = re.compile(r"""(?:(?<=\[)|(?<=, ))(['"])([^'"\n]{1,150}?)\1(?=\s*[,\]])""")
+# A result that says nothing was found tells only what its listed items add.
+_NOT_FOUND = re.compile(r"\s*(no results?\b|not found\b|could not find\b|couldn't find\b|nothing (was )?found\b"
+                        r"|no (matches|match|entries|items|records)\b|0 results\b|\[\]\s*$|none\s*$|null\s*$)", re.I)
 _TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]?out|temporar\w*|unavailable|retry|rate.?limit\w*|try again|overloaded)\b", re.I)
 _MAX_OBS_CHARS = 100_000
 
@@ -179,6 +196,7 @@ class KeyInfo:
     prev_fp: int | None
     informative: bool
     transient_run: int  # consecutive transient errors of this call
+    unanswered: int = 0  # consecutive runs of this call that got no result (no reply to a delegation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +229,8 @@ class GuardState:
     strikes: int = 0
     since_strike: int = 0
     fresh_from: int = 0  # evidence older than this step predates a recovery and no longer counts
+    last_text: str = ""  # the previous result (masked), to recognise the same news reported twice
+    last_informative: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +239,8 @@ class _Prepared:
     family: tuple
     free: tuple[str, ...]
     skeleton: int
+    writes: bool  # a command or snippet that changes files or the environment
+    echoes: frozenset  # the call's own text values, as a result may list them back
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,17 +348,32 @@ class ProgressGuard(Detector):
     # -- what a call is -----------------------------------------------------------------
     def _prepare_uncached(self, call: ToolCall) -> _Prepared:
         args = call.args if isinstance(call.args, dict) or isinstance(call.args, Mapping) else {"_": call.args}
-        normal = _normalise(args)
+        # Code and commands: cosmetic edits are formatting, a changed computation is a new
+        # call (never a "rewording"), and the text says whether the call writes.
+        command_tool = self.mode(call.tool) == "command"
+        code = {k: v for k, v in args.items() if isinstance(v, str) and (command_tool or str(k).lower() in CODE_KEYS)}
+        normal = _normalise({k: v for k, v in args.items() if k not in code})
+        normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
         key = (call.tool, _h(canonical_json(normal)))
         family = (call.tool, _h(canonical_json(_numbers_masked(normal))))
         free: list[str] = []
         skeleton: dict[str, Any] = {}
         for k, v in sorted(args.items(), key=lambda kv: str(kv[0])):
-            if isinstance(v, str) and (str(k).lower() in _FREE_KEYS or (len(v.split()) >= 3 and "/" not in v)) and v.strip():
+            if k in code:
+                skeleton[str(k)] = normal[str(k).casefold()]
+            elif isinstance(v, str) and (str(k).lower() in _FREE_KEYS or (len(v.split()) >= 3 and "/" not in v)) and v.strip():
                 free.append(_norm_text(v[:2000]))
             else:
                 skeleton[str(k)] = v
-        return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))))
+        echoes = frozenset(_norm_text(t[:500]) for v in args.values() if isinstance(v, str) for t in (v, v.strip("\"'")))
+        return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
+                         any(writes(v) for v in code.values()), echoes)
+
+    def _effective_mode(self, tool: str, p: _Prepared) -> str:
+        mode = self.mode(tool)
+        if mode == "command":
+            return "mutating" if p.writes else "default"
+        return mode
 
     # -- the protocol -------------------------------------------------------------------
     def start(self) -> GuardState:
@@ -351,6 +388,7 @@ class ProgressGuard(Detector):
                             reason=f"loop-guard: budget: {self.max_steps} steps",
                             events=(("loop:detected", {"layer": "budget", "tool": call.tool, "tier": "stop"}),))
         p = self._prepare(call)
+        mode = self._effective_mode(call.tool, p)
         finding, evidence = self._find(state, call, p, mode)
         if finding is None:
             return allow(evidence)
@@ -387,6 +425,8 @@ class ProgressGuard(Detector):
                     return _Finding("signature", f"was polled {info.count} times"), 1.0
             elif mode == "retry" and info.transient_run and info.transient_run <= self._param(tool, "max_retries"):
                 pass  # a retry after a transient error, within the allowance
+            elif info.unanswered and info.unanswered <= self._param(tool, "max_retries"):
+                pass  # asking again after no reply: the request was never answered
             else:
                 times = "once" if info.count == 1 else f"{info.count} times"
                 return _Finding("signature", f"already ran {times} on this path ({ago} call(s) ago) and "
@@ -403,12 +443,18 @@ class ProgressGuard(Detector):
         if state.stale_streak >= patience:
             return _Finding("no_progress", f"follows {state.stale_streak} results in a row that added nothing new"), 1.0
         evidence = state.stale_streak / (patience + 1)
-        if self.semantic and p.free and state.sem is not None:
+        if self.semantic and p.free and state.sem is not None and not self._follows_lead(state, p):
             finding, sim = self._semantic(state, tool, p)
             if finding is not None:
                 return finding, 1.0
             evidence = max(evidence, min(0.99, sim))
         return None, round(evidence, 6)
+
+    @staticmethod
+    def _follows_lead(state: GuardState, p: _Prepared) -> bool:
+        """The call asks for an item an earlier result listed (a suggested title): following
+        a lead is not rewording an old request."""
+        return any(("\x01item", _norm_text(t.strip("\"' "))) in state.lines for t in p.free)
 
     def _semantic(self, state: GuardState, tool: str, p: _Prepared) -> tuple[_Finding | None, float]:
         earlier = []
@@ -484,8 +530,9 @@ class ProgressGuard(Detector):
         if mode == "exempt":
             return replace(state, step=state.step + 1)
         if not result_known(observation):
-            return self._record_unrecorded(state, call, decision, observation.error, mode)
+            return self._record_unrecorded(state, call, decision, observation.error)
         p = self._prepare(call)
+        mode = self._effective_mode(call.tool, p)
         text = _text_of(observation.content)
         masked = _mask_volatile(text)
         fp = _h(masked)
@@ -494,23 +541,37 @@ class ProgressGuard(Detector):
         echoes = _echo_tokens(call.args)
         all_tokens = _WORDS.findall(masked.lower())
         tokens = set(all_tokens) - echoes
-        fresh = state.lines.missing(tokens)
-        # News is a new word or name; new bare numbers in a long output are mostly counters
-        # ("4 results, showing 1-1"). Short answers and changing polls are handled below.
-        new_tokens = sum(1 for t in fresh if not _NUMERIC.fullmatch(t))
-        if not new_tokens and 0 < len(tokens) <= 3:
+        items = {("\x01item", _norm_text(m.group(2))) for m in _ITEM.finditer(masked)}
+        items = {i for i in items if i[1] not in p.echoes}
+        fresh = state.lines.missing(tokens | items)
+        # News is a new word, name or listed item; new bare numbers in a long output are
+        # mostly counters ("4 results, showing 1-1"). Short answers and changing polls are
+        # handled below.
+        new_items = sum(1 for t in fresh if isinstance(t, tuple))
+        new_tokens = sum(1 for t in fresh if isinstance(t, tuple) or not _NUMERIC.fullmatch(t))
+        not_found = bool(_NOT_FOUND.match(masked[:200]))
+        if not_found:
+            new_tokens = new_items  # "nothing found" is news only through what it lists
+        elif 0 < len(tokens) <= 3:
             # A short answer ("8.0", "status: done") is news when that answer is new, even if
-            # each of its tokens has been seen somewhere before.
+            # each of its tokens has been seen somewhere before (and not when it comes again).
             answer = ("\x00answer", " ".join(t if t not in echoes else "~" for t in all_tokens))
             if answer not in state.lines:
                 fresh.add(answer)
-                new_tokens = 1
+                new_tokens = max(new_tokens, 1)
         lines = state.lines.with_all(fresh)
         info_before: KeyInfo | None = state.keys.get(p.key)
         # Re-reading or re-testing after a change is how the agent learns the change's effect.
         informative = (new_tokens > 0
                        or (info_before is not None and state.last_mutation > info_before.last_step and mode != "mutating")
                        or (mode == "poll" and info_before is not None and info_before.last_fp != fp))
+        body = masked.strip()
+        if len(body) >= 40 and body[:5000] in state.last_text and len(body) < len(state.last_text.strip()):
+            # The previous result already reported this one inside a longer text (an
+            # orchestrator hears an agent's reply, then the agent's own action shows the same
+            # page): one piece of news, as informative as it was the first time. An identical
+            # result is no such report: that is a repeat.
+            informative = state.last_informative
         transient = observation.error and bool(_TRANSIENT.search(text))
         info: KeyInfo | None = state.keys.get(p.key)
         keys = state.keys.set(p.key, KeyInfo(
@@ -523,7 +584,8 @@ class ProgressGuard(Detector):
             sem = SemEntry(call.tool, p.skeleton, " | ".join(p.free), informative, call, state.step, sem)
         if observation.error and not transient:
             err_key = _h(_DIGITS.sub("#", masked)[:200])
-            same = state.error_key == err_key and state.error_tool == call.tool
+            # An error that says something new (another id, a new suggestion) is information.
+            same = state.error_key == err_key and state.error_tool == call.tool and not new_tokens
             error_tool, error_key, error_run = call.tool, err_key, (state.error_run + 1 if same else 1)
         else:
             error_tool, error_key, error_run = None, None, 0
@@ -545,32 +607,33 @@ class ProgressGuard(Detector):
             stale_streak=stale_streak,
             error_tool=error_tool, error_key=error_key, error_run=error_run,
             strikes=strikes, since_strike=since, fresh_from=fresh_from,
+            last_text=masked[:50_000], last_informative=informative,
         )
 
-    def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool,
-                           mode: str) -> GuardState:
-        """A call that ran without a recorded result: the argument layers count it as usual;
-        the result layers learn nothing, neither progress nor the lack of it.
+    def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:
+        """A call that ran without a recorded result (a delegation nobody answered, a span
+        exported without its result): its arguments count, its result is no evidence.
 
-        It is on the path (a later repeat of it is a repeat, a mutating tool changed the world,
-        a poll counts toward ``poll_limit``); the poll fingerprints, the tokens seen, the
-        no-progress streak and the recovery count stay as they were; drift and the semantic
-        layer get no evidence from it; an error of unknown text leaves the same-error streak
-        alone, and on a retry tool is given the benefit of a transient one.
+        It is on the path (a mutating tool changed the world, a poll counts toward
+        ``poll_limit``, a later repeat sees it), and asking again is a retry: the agent may
+        have got no answer, so up to ``max_retries`` repeats of a result-less call pass
+        (``KeyInfo.unanswered``). The poll fingerprints, the tokens seen, the no-progress
+        streak and the recovery count stay as they were; drift and the semantic layer get
+        no evidence from it; an error of unknown text leaves the same-error streak alone.
         """
         p = self._prepare(call)
         info: KeyInfo | None = state.keys.get(p.key)
-        transient_run = ((info.transient_run if info else 0) + 1) if error and mode == "retry" else 0
         keys = state.keys.set(p.key, KeyInfo((info.count if info else 0) + 1, state.step,
                                              info.last_fp if info else None, info.prev_fp if info else None,
-                                             True, transient_run))
+                                             True, 0, (info.unanswered if info else 0) + 1))
         families = state.families.set(p.family, (state.step, True))
         if error:
             error_tool, error_key, error_run = state.error_tool, state.error_key, state.error_run
         else:
             error_tool, error_key, error_run = None, None, 0
+        mutating = self._effective_mode(call.tool, p) == "mutating"
         return replace(state, step=state.step + 1, keys=keys, families=families,
-                       last_mutation=state.step if mode == "mutating" else state.last_mutation,
+                       last_mutation=state.step if mutating else state.last_mutation,
                        error_tool=error_tool, error_key=error_key, error_run=error_run,
                        strikes=state.strikes + (1 if decision.alarm else 0),
                        since_strike=0 if decision.alarm else state.since_strike)

@@ -76,12 +76,15 @@ def _guard(**kw):
     return ProgressGuard(semantic=False, **kw)
 
 
-def test_progress_guard_allows_retries_after_errors_of_unknown_text():
-    # http_get is a retry tool: an error whose text was not recorded may have been transient.
-    seq = [("http_get", {"url": "u"}, unrecorded(True))] * 4 + [("http_get", {"url": "u"}, UNRECORDED)]
-    assert verdicts(_guard(), calls(*seq)) == ["allow", "allow", "allow", "allow", "nudge"]
-    # Without results and without errors, a repeat of a retry tool is a repeat.
-    assert verdicts(_guard(), calls(*[("http_get", {"url": "u"}, UNRECORDED)] * 2)) == ["allow", "nudge"]
+@pytest.mark.parametrize("obs", [UNRECORDED, unrecorded(True)], ids=["ok", "error"])
+def test_progress_guard_lets_a_result_less_call_be_asked_again_max_retries_times(obs):
+    # The agent may have got no answer: asking again is a retry, up to max_retries.
+    seq = [("search", {"query": "q3 revenue"}, obs)] * 6
+    assert verdicts(_guard(), calls(*seq)) == ["allow"] * 4 + ["nudge", "stop"]
+    assert verdicts(_guard(max_retries=1), calls(*seq))[:3] == ["allow", "allow", "nudge"]
+    # A recorded answer in between ends the allowance: the next repeat is a repeat.
+    seq[1] = ("search", {"query": "q3 revenue"}, Observation("3 results: report-q3"))
+    assert verdicts(_guard(), calls(*seq))[2] == "nudge"
 
 
 def test_progress_guard_polls_without_results_only_hit_the_poll_limit():

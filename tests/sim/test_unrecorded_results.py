@@ -89,10 +89,11 @@ def _fake_guard(**params):
     return ProgressGuard(embedder=Embedder(encode=HashingEncoder(), model_name="fake-bow"), **params)
 
 
-def test_progress_guard_catches_a_result_less_repeat_from_its_arguments():
+def test_progress_guard_catches_a_result_less_repeat_after_its_retries():
+    # progress_guard lets a call without a result be asked again max_retries times (the agent
+    # may have got no answer), then flags the repeat from its arguments alone.
     (ep,) = loads_trace(_trace_of_repeats(with_results=True)).episodes
-    out = score_episode(_fake_guard(), ep)
-    assert [s.verdict.value for s in out] == ["allow", "nudge", "stop", "stop"]
+    assert [s.verdict.value for s in score_episode(_fake_guard(max_retries=1), ep)] == ["allow", "allow", "nudge", "stop"]
 
 
 def _distinct_calls(n: int, content) -> Episode:
@@ -112,7 +113,7 @@ def test_unknown_results_are_not_counted_as_progress_either(make):
     # A first result, then three stale ones with unrecorded calls in between: the unrecorded
     # calls neither extend the stale streak (no alarm before the probe) nor reset it (the
     # probe after the third stale result is flagged; patience is 3).
-    stale = [("read_file", {"path": f"src/f{i}.py"}, "nothing was found at this path today") for i in range(4)]
+    stale = [("read_file", {"path": f"src/f{i}.py"}, "the listing shows the same three entries as before") for i in range(4)]
     gap = [("read_file", {"path": f"src/g{i}.py"}, UNRECORDED) for i in range(3)]
     probe = ("read_file", {"path": "src/probe.py"}, "unused")
     ep = linear_episode("s", stale[:2] + gap + stale[2:] + [probe])

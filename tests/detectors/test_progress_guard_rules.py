@@ -1,0 +1,129 @@
+"""progress_guard's rules for patterns real traces show (issue 14), each on a small trace."""
+from detectors.commands import cosmetic_form, writes
+from detectors.guard import LoopGuard
+from detectors.progress_guard import ProgressGuard
+from detectors.protocol import Verdict
+
+
+def _guard() -> LoopGuard:
+    return LoopGuard(semantic=False)
+
+
+def test_a_write_whose_result_repeats_a_read_record_is_progress():
+    g = _guard()
+    records = {r: f'{{"reservation_id": "{r}", "origin": "SFO", "status": "confirmed", "cabin": "economy"}}'
+               for r in ("AAA111", "BBB222", "CCC333")}
+    g.record("get_user_details", {"user_id": "u1"}, '{"reservations": ["AAA111", "BBB222", "CCC333"]}')
+    for r, rec in records.items():
+        g.record("get_reservation_details", {"reservation_id": r}, rec)
+    for r, rec in records.items():  # each cancel answers with the record the agent read before
+        assert g.check("cancel_reservation", {"reservation_id": r}).verdict is Verdict.ALLOW
+        g.record("cancel_reservation", {"reservation_id": r}, rec)
+    assert g.check("transfer_to_human_agents", {"summary": "done"}).verdict is Verdict.ALLOW
+    # the same write again is still a repeat
+    assert g.check("cancel_reservation", {"reservation_id": "AAA111"}).verdict is Verdict.NUDGE
+
+
+def test_errors_that_say_something_new_are_not_a_same_error_streak():
+    g = _guard()
+    g.record("get_user_details", {"user_id": "u1"}, "payment methods: certificate_7504069, certificate_4856383, card_1")
+    g.record("book", {"payment": "certificate_7504069"}, "Error: payment method certificate_7504069 not found", error=True)
+    g.record("book", {"payment": "certificate_4856383"}, "Error: payment method certificate_4856383 not found", error=True)
+    assert g.check("book", {"payment": "card_1"}).verdict is Verdict.ALLOW  # another id failed: not one error
+    g2 = _guard()
+    for i, hint in enumerate(("Alpha Centauri", "Beta Pictoris", "Gamma Draconis")):
+        g2.record("search", {"query": f"star {i}"}, f"Error: no page. Did you mean: {hint}?", error=True)
+    assert g2.check("search", {"query": "star 9"}).verdict is Verdict.ALLOW  # each failure suggested something new
+    g3 = _guard()  # the same error for other arguments is still a loop
+    for i in range(2):
+        g3.record("book", {"payment": f"gift_{i}"}, "Error: gift card balance is not enough", error=True)
+    assert g3.check("book", {"payment": "gift_9"}).verdict is Verdict.NUDGE
+
+
+def test_different_code_with_the_same_output_is_not_a_repeat_but_a_cosmetic_edit_is():
+    g = _guard()
+    a = "import math\nprint(round(math.pi * 2))"
+    b = "x = sum(range(4))\nprint(x + 0)"
+    g.record("exec.python", {"code": a}, "exitcode: 0\nCode output: 6")
+    assert g.check("exec.python", {"code": b}).verdict is Verdict.ALLOW
+    g.record("exec.python", {"code": b}, "exitcode: 0\nCode output: 6")
+    assert g.check("exec.python", {"code": "# again\nimport math\n\nprint(round(math.pi * 2))   "}).verdict is Verdict.NUDGE
+    # indentation is meaning in code, not formatting
+    assert cosmetic_form("  import os\n  print(1)") != cosmetic_form("import os\nprint(1)")
+
+
+def test_a_call_without_a_recorded_result_counts_and_may_be_asked_again():
+    det = ProgressGuard(semantic=False)
+    g = LoopGuard(det)
+    ask = {"instruction": "Please open the page and read the table"}
+    g.record("WebSurfer", ask, "I clicked 'Table'. The table shows 3 rows.")
+    assert g.check("WebSurfer", ask).verdict is Verdict.NUDGE  # answered before: a repeat
+    g2 = LoopGuard(det)
+    other = {"instruction": "Please summarise the page"}
+    for _ in range(det.max_retries):  # no reply each time: asking again is a retry
+        g2.record("WebSurfer", other, None)
+        assert g2.check("WebSurfer", other).verdict is Verdict.ALLOW
+    g2.record("WebSurfer", other, None)
+    assert g2.check("WebSurfer", other).verdict is Verdict.NUDGE  # the retries are spent
+    assert g2.state.step == det.max_retries + 1  # result-less calls are on the path
+
+
+def test_open_loop_unrecorded_observation_means_ran_without_result():
+    det = ProgressGuard(semantic=False)
+    from detectors.protocol import UNRECORDED, ToolCall
+
+    s = det.start()
+    call = ToolCall("Assistant", {"instruction": "compute the total"})
+    for _ in range(det.max_retries + 1):
+        s = det.record(s, call, det.check(s, call), UNRECORDED)  # ran, no result recorded
+    assert s.step == det.max_retries + 1
+    assert det.check(s, call).verdict is Verdict.NUDGE
+    # None is a call that never ran (pruned, blocked): it is not on the path.
+    s2 = det.start()
+    for _ in range(det.max_retries + 2):
+        s2 = det.record(s2, call, det.check(s2, call), None)
+    assert s2.step == 0 and det.check(s2, call).verdict is Verdict.ALLOW
+
+
+def test_shell_only_agent_edit_then_retest_is_progress_and_a_bare_rerun_is_not():
+    g = _guard()
+    g.record("bash", {"command": "python -m pytest tests/test_a.py"}, "1 failed, 3 passed", error=True)
+    for edit in ("sed -i 's/x = 1/x = 2/' src/a.py", "cat > src/a.py <<'EOF'\nx = 2\nEOF",
+                 "git checkout -- src/a.py", "python - <<'EOF'\nopen('src/a.py', 'w').write('x = 3')\nEOF",
+                 "echo 'x = 4' >> src/a.py"):
+        assert writes(edit), edit
+        g.record("bash", {"command": edit}, "")
+        assert g.check("bash", {"command": "python -m pytest tests/test_a.py"}).verdict is Verdict.ALLOW, edit
+        g.record("bash", {"command": "python -m pytest tests/test_a.py"}, "1 failed, 3 passed", error=True)
+    g.record("bash", {"command": "grep -n x src/a.py"}, "1:x = 4")  # a read changes nothing
+    assert not writes("grep -n x src/a.py") and not writes("python -c 'print(a > 95)'")
+    assert g.check("bash", {"command": "python -m pytest tests/test_a.py"}).verdict is Verdict.NUDGE
+
+
+def test_paging_the_same_call_is_fine_while_it_shows_new_text():
+    g = _guard()
+    for part in ("intro text about alpha", "second part on beta", "third part on gamma"):
+        assert g.check("scroll", {"direction": "down"}).verdict is Verdict.ALLOW
+        g.record("scroll", {"direction": "down"}, f"viewport: {part}")
+    g.record("scroll", {"direction": "down"}, "viewport: third part on gamma")  # the bottom: nothing moves
+    assert g.check("scroll", {"direction": "down"}).verdict is Verdict.NUDGE
+
+
+def test_not_found_results_are_news_only_through_new_listed_items():
+    g = _guard()
+    for i, similar in enumerate((["Apollo 11", "Apollo 12"], ["Apollo 13", "Gemini 3"], ["Skylab", "Mir"])):
+        g.record("search", {"query": f"moon mission {i}"}, f"Could not find [moon mission {i}]. Similar: {similar!r}")
+    assert g.check("search", {"query": "moon mission 9"}).verdict is Verdict.ALLOW
+    g2 = _guard()
+    for kw in ("alpha", "beta", "gamma"):
+        g2.record("lookup", {"keyword": kw}, "No Results")
+    assert g2.check("lookup", {"keyword": "delta"}).verdict is Verdict.NUDGE  # three empty answers in a row
+
+
+def test_the_same_news_reported_twice_in_a_row_is_counted_once():
+    g = _guard()
+    page = "Here is a screenshot of [Museum](https://museum.org/). The viewport shows opening hours 9 to 5."
+    for target in ("Visit", "Hours", "Tickets"):
+        g.record("WebSurfer", {"instruction": f"open {target}"}, f"I clicked '{target}'.\n\n{page} {target} section")
+        g.record("click", {"target": target}, f"{page} {target} section")  # what the reply already said
+    assert g.check("visit_url", {"url": "https://museum.org/shop"}).verdict is Verdict.ALLOW
