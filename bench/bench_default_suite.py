@@ -14,6 +14,8 @@ lists the costliest (detector, mode) tasks of the warm run from its ``timings.cs
 ``--warm-only`` skips the cold run and times a run against the default cache
 (``~/.cache/loopbench/embeddings``), after one untimed run that fills it.
 
+``LOOPBENCH_EMBED_BACKEND`` (torch, onnx, onnx-int8) is passed on to the runs.
+
 Run: python bench/bench_default_suite.py [--warm-only] [--workers N]
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -29,11 +32,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's detectors, as the timed runs (cwd ROOT) use
 TARGET_S = 60.0
 
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_children() -> float:
+    """CPU seconds (user + system) of the finished child processes and their descendants."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def run(out: Path, cache: str | None, workers: int) -> float:
@@ -49,9 +59,10 @@ def run(out: Path, cache: str | None, workers: int) -> float:
 
 
 def timed(label: str, out: Path, cache: str | None, workers: int) -> float:
-    before = load()
+    before, cpu = load(), cpu_children()
     wall = run(out, cache, workers)
-    print(f"{label:5s} {wall:7.1f} s   load average before: {before}   after: {load()}")
+    # CPU seconds move much less than wall seconds with other work on the machine.
+    print(f"{label:5s} {wall:7.1f} s wall  {cpu_children() - cpu:7.1f} s cpu   load average before: {before}   after: {load()}")
     return wall
 
 
@@ -61,7 +72,10 @@ def main(argv=None) -> None:
     ap.add_argument("--workers", type=int, default=0, help="passed to loopbench run (0 = one per core)")
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="loopbench-default-"))
-    print(f"loopbench run (default suite, all detectors), workers={args.workers or 'one per core'}, cpus={os.cpu_count()}")
+    from detectors.embedding_model import BACKEND_ENV, DEFAULT_BACKEND
+
+    print(f"loopbench run (default suite, all detectors), workers={args.workers or 'one per core'}, cpus={os.cpu_count()}, "
+          f"embedding backend {os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND}")
     try:
         if args.warm_only:
             run(tmp / "fill", None, args.workers)

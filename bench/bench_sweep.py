@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     suite = load_suite(args.suite)
     t0 = time.perf_counter()
-    scenarios = build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params)
+    scenarios = build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params, suite.family_weights)
     episodes = generate_episodes(scenarios)
     print(f"suite {suite.name}: {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes):,} calls "
           f"(generated in {time.perf_counter() - t0:.1f} s); {args.values} threshold values; best of {args.repeat}")

@@ -8,8 +8,11 @@ cache directory is given or ``LOOPBENCH_EMBED_CACHE=DIR`` is set, so repeated ru
 nothing. ``prefetch`` encodes the distinct uncached texts of a whole suite in one batched
 pass. Vectors are L2-normalised float32 rows, so cosine similarity is a dot product.
 
-torch and sentence-transformers are imported only when a text actually has to be
-encoded: a run whose texts are all in the disk cache never imports them.
+The model runs on one of ``BACKENDS`` (``$LOOPBENCH_EMBED_BACKEND``): by default in
+sentence-transformers on torch; ``onnx`` runs the same graph, exported once, on
+onnxruntime, which needs neither torch nor sentence-transformers after the export. The
+backend's libraries are imported only when a text actually has to be encoded: a run
+whose texts are all in the disk cache never imports them.
 """
 from __future__ import annotations
 
@@ -28,8 +31,21 @@ from .protocol import setup_work
 
 #: Environment variable naming a directory for the on-disk embedding cache.
 CACHE_ENV = "LOOPBENCH_EMBED_CACHE"
-#: Environment variable for the number of torch threads (default: min(2, CPUs)).
+#: Environment variable for the number of torch (or onnxruntime) threads (default: min(2, CPUs)).
 THREADS_ENV = "LOOPBENCH_TORCH_THREADS"
+#: Environment variable choosing how the bundled model runs: one of ``BACKENDS``.
+BACKEND_ENV = "LOOPBENCH_EMBED_BACKEND"
+#: Environment variable naming the directory of exported ONNX files (default ~/.cache/loopbench/onnx).
+ONNX_DIR_ENV = "LOOPBENCH_ONNX_DIR"
+#: ``torch``: sentence-transformers on PyTorch (the reference, and the default); ``onnx``: the
+#: same graph on onnxruntime (same vectors to ~1e-6, about half the CPU, no torch import once
+#: exported; not the default yet: in tests/detectors/test_embedding_model.py's fork test, a
+#: pool worker forked after its parent had encoded with a two-thread session hung, with one
+#: thread it passed; the cause is not found); ``onnx-int8``: its weights
+#: quantised to int8 (faster still, but it moves similarities by up to ~0.15). See
+#: ``detectors/onnx_encoder.py`` and ``bench/bench_cold_start.py``.
+BACKENDS = ("torch", "onnx", "onnx-int8")
+DEFAULT_BACKEND = "torch"
 #: all-MiniLM-L6-v2 reads at most 256 word pieces; longer texts are cut well past that
 #: so a megabyte argument never becomes a megabyte cache key.
 MAX_TEXT_CHARS = 4000
@@ -79,9 +95,7 @@ def load_model(path: str | Path):
             import torch
             from sentence_transformers import SentenceTransformer
 
-            # Two cores is the target machine; more threads than cores only adds contention.
-            threads = int(os.environ.get(THREADS_ENV) or min(2, os.cpu_count() or 1))
-            torch.set_num_threads(max(1, threads))
+            torch.set_num_threads(torch_threads())
             # torch's intra-op thread pool does not survive fork(): a child that encodes
             # after its parent did deadlocks in C code, where no signal can reach it (seen
             # here with the pool's forked workers). One thread in a forked child is safe.
@@ -96,6 +110,57 @@ def load_model(path: str | Path):
             _MODELS[key] = model
             LOAD_SECONDS[key] = time.perf_counter() - t0
     return model
+
+
+def torch_threads() -> int:
+    # Two cores is the target machine; more threads than cores only adds contention.
+    return max(1, int(os.environ.get(THREADS_ENV) or min(2, os.cpu_count() or 1)))
+
+
+def resolve_backend(name: str | None = None) -> str:
+    """``name``, else ``$LOOPBENCH_EMBED_BACKEND``, else the default; an ONNX backend without
+    onnxruntime (or onnx, which exports the model) falls back to torch with a warning."""
+    backend = (name or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND).strip().lower()
+    if backend not in BACKENDS:
+        raise ValueError(f"{BACKEND_ENV}: unknown embedding backend {backend!r} (one of {', '.join(BACKENDS)})")
+    if backend != "torch":
+        import importlib.util
+
+        missing = [m for m in ("onnxruntime", "onnx") if importlib.util.find_spec(m) is None]
+        if missing:
+            import warnings
+
+            warnings.warn(f"embedding backend {backend!r} needs {' and '.join(missing)} "
+                          "(pip install 'loopbench[embedding]'); using torch", stacklevel=2)
+            backend = "torch"
+    return backend
+
+
+_ENCODERS: dict[tuple[str, str], object] = {}
+
+
+def load_onnx_encoder(path: str | Path, backend: str, model_key: str):
+    """The :class:`~detectors.onnx_encoder.OnnxEncoder` of the model at ``path``, once per process.
+
+    The first use on a machine exports the model (torch, a few seconds) into
+    ``$LOOPBENCH_ONNX_DIR`` (default ``~/.cache/loopbench/onnx``); later ones only read the file.
+    """
+    key = (str(Path(path).resolve()), backend)
+    encoder = _ENCODERS.get(key)
+    if encoder is not None:
+        return encoder
+    with _MODEL_LOCK, setup_work():
+        encoder = _ENCODERS.get(key)
+        if encoder is None:
+            from .onnx_encoder import OnnxEncoder, onnx_file
+
+            t0 = time.perf_counter()
+            file = onnx_file(Path(key[0]), model_key, backend == "onnx-int8", os.environ.get(ONNX_DIR_ENV) or None)
+            encoder = OnnxEncoder(Path(key[0]), file, torch_threads())
+            encoder.session()
+            _ENCODERS[key] = encoder
+            LOAD_SECONDS[f"{key[0]}:{backend}"] = time.perf_counter() - t0
+    return encoder
 
 
 def _one_thread_after_fork() -> None:
@@ -194,6 +259,9 @@ class Embedder:
         another model; it must be deterministic. With it, ``model_name`` names the cache.
     batch_size:
         Texts per forward pass when encoding a batch.
+    backend:
+        How the model runs (``BACKENDS``); ``None`` reads ``$LOOPBENCH_EMBED_BACKEND``.
+        The cache is keyed by backend too: torch and ONNX vectors differ in the 4th decimal.
 
     Counters (cumulative over the Embedder's life):
 
@@ -214,8 +282,10 @@ class Embedder:
         encode: Encode | None = None,
         model_name: str | None = None,
         batch_size: int = 64,
+        backend: str | None = None,
     ):
         self._model_path = Path(model_path) if model_path is not None else None
+        self.backend = "custom" if encode is not None else resolve_backend(backend)
         self._encode = encode
         self._model_name = model_name
         self.batch_size = batch_size
@@ -223,6 +293,7 @@ class Embedder:
         self._memory: dict[str, np.ndarray] = {}
         self._disk: DiskCache | None = None
         self._id: str | None = None
+        self._files_id = ""
         self.lookups = 0
         self.hits = 0
         self.disk_hits = 0
@@ -243,8 +314,16 @@ class Embedder:
             if self._encode is not None:
                 self._id = self._model_name or getattr(self._encode, "__qualname__", "custom")
             else:
-                self._id = model_id(self.model_path)
+                # torch keeps the key it always had, so existing caches stay valid.
+                files = self._files_key()
+                self._id = files if self.backend == "torch" else f"{files}+{self.backend}"
         return self._id
+
+    def _files_key(self) -> str:
+        """The model files' id (``model_id``), computed once: it also names the exported ONNX file."""
+        if not self._files_id:
+            self._files_id = model_id(self.model_path)
+        return self._files_id
 
     def __repr__(self) -> str:
         if self._encode is not None:
@@ -258,9 +337,12 @@ class Embedder:
         self.encode_batches += 1
         if self._encode is not None:
             return normalise(self._encode(texts))
-        model = load_model(self.model_path)
         # The tokenizer rejects lone surrogates (json.loads accepts "\ud800"); the cache keeps the raw text.
         texts = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
+        if self.backend != "torch":
+            encoder = load_onnx_encoder(self.model_path, self.backend, self._files_key())
+            return normalise(encoder(texts))
+        model = load_model(self.model_path)
         out = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
         return normalise(out)  # re-normalise in float32 so a dot product is the cosine to ~1e-7
 
@@ -344,7 +426,7 @@ def clip(text: str) -> str:
     return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS]
 
 
-_SHARED: dict[tuple[str | None, str | None], Embedder] = {}
+_SHARED: dict[tuple[str | None, str | None, str], Embedder] = {}
 
 
 def shared_embedder(model_path: str | Path | None = None, cache_dir: str | Path | None = None) -> Embedder:
@@ -355,8 +437,10 @@ def shared_embedder(model_path: str | Path | None = None, cache_dir: str | Path 
     """
     if cache_dir is None:
         cache_dir = os.environ.get(CACHE_ENV) or None
-    key = (str(Path(model_path).resolve()) if model_path else None, str(Path(cache_dir).resolve()) if cache_dir else None)
+    backend = resolve_backend()
+    key = (str(Path(model_path).resolve()) if model_path else None, str(Path(cache_dir).resolve()) if cache_dir else None,
+           backend)
     emb = _SHARED.get(key)
     if emb is None:
-        emb = _SHARED[key] = Embedder(model_path, cache_dir=cache_dir)
+        emb = _SHARED[key] = Embedder(model_path, cache_dir=cache_dir, backend=backend)
     return emb

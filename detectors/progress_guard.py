@@ -484,11 +484,16 @@ class ProgressGuard(Detector):
         emb = self._embedder()
         if emb is None:
             return None
-        before = getattr(emb, "model_calls", None)
+        # Counted as the embedding detector counts them: the Embedder's own counters, before and after.
+        before = [getattr(emb, name, None) for name in ("model_calls", "lookups", "hits")]
         out = emb.embed(texts)
-        if before is not None:
-            self.model_calls += emb.model_calls - before
-        self.cache_lookups += len(texts)
+        if before[0] is not None:
+            self.model_calls += emb.model_calls - before[0]
+        if None in before[1:]:  # an embedder without counters: every text is a lookup, none known to hit
+            self.cache_lookups += len(texts)
+        else:
+            self.cache_lookups += emb.lookups - before[1]
+            self.cache_hits += emb.hits - before[2]
         return out
 
     def _embedder(self):

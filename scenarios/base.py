@@ -102,6 +102,9 @@ PARAM_DOCS: dict[str, str] = {
     "refinements": "refined queries after the first search",
     "rounds": "edit / re-test rounds",
     "after": "productive calls after the branching turn (or, in compliant, after the nudge)",
+    "runs": "runs of different code that print the same output",
+    "pages": "long pages opened and scrolled to the end",
+    "retries": "look-ups that fail on a mistyped id and are retried with the right one",
 }
 #: Where a parameter means something else in one family.
 FAMILY_PARAM_DOCS: dict[tuple[str, str], str] = {
@@ -110,6 +113,9 @@ FAMILY_PARAM_DOCS: dict[tuple[str, str], str] = {
     ("compliant", "prefix"): "productive calls before the agent gets stuck",
     ("compliant", "loop_length"): "repeats the agent would make if nothing nudged it (closed loop)",
     ("parallel_burst", "loop_length"): "identical calls proposed in the one turn",
+    ("fresh_suggestions", "failures"): "failing look-ups, each suggesting new titles, before a hit",
+    ("write_echo", "rounds"): "writes whose answer repeats a record read before",
+    ("shell_edit_test", "rounds"): "edit / re-test rounds, all through bash",
 }
 
 

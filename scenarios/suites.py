@@ -3,7 +3,13 @@
 A suite is a TOML file in ``scenarios/suites/`` (or any path). Keys: ``name``,
 ``description``, ``seed``, ``episodes`` (per family), ``mode`` (open | closed | both),
 optional ``families`` (default: every registered family) and ``detectors`` (default:
-every registered detector), and ``[family_params.NAME]`` tables.
+every registered detector), ``[family_params.NAME]`` tables, and a ``[family_weights]``
+table: a family of weight ``w`` gets ``round(w * episodes)`` episodes (at least one), so
+that the suite's mix of loops can follow what real traces show.
+
+A *real* suite (``real-dev``) is labelled real traces instead of generated scenarios
+(:mod:`scenarios.realsuite`): its families are the corpora, it is scored in open loop only,
+and its episodes are loaded, not generated.
 """
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from . import realsuite
 from .base import FAMILIES, registered
 
 
@@ -30,13 +37,30 @@ class Suite:
     families: list[str] = field(default_factory=list)
     detectors: list[str] = field(default_factory=list)
     family_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Labelled real traces (scenarios.realsuite), not generated scenarios.
+    real: bool = False
+    family_weights: dict[str, float] = field(default_factory=dict)
+
+
+def episode_count(episodes: int, weight: float) -> int:
+    """Episodes of a family of ``weight`` in a suite of ``episodes`` per family."""
+    return max(1, round(episodes * weight))
 
 
 def suite_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files("scenarios").joinpath("suites").iterdir() if p.name.endswith(".toml"))
+    files = [p.name[:-5] for p in resources.files("scenarios").joinpath("suites").iterdir() if p.name.endswith(".toml")]
+    return sorted(files + list(realsuite.SUITES))
+
+
+def real_suite(name: str) -> Suite:
+    """The suite of labelled real traces ``name``: one family per corpus, open loop."""
+    return Suite(name=name, description=f"labelled real agent traces ({name})", mode="open",
+                 families=list(realsuite.FAMILIES.values()), real=True, episodes=0)
 
 
 def load_suite(name_or_path: str) -> Suite:
+    if name_or_path in realsuite.SUITES:
+        return real_suite(name_or_path)
     registered()
 
     path = Path(name_or_path)
@@ -65,6 +89,12 @@ def load_suite(name_or_path: str) -> Suite:
         detectors=list(data.get("detectors", [])),
         family_params={k: dict(v) for k, v in data.get("family_params", {}).items()},
     )
+    for fam, w in data.get("family_weights", {}).items():
+        if fam not in FAMILIES:
+            raise SuiteError(f"{where}: family_weights for unknown family {fam!r}")
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or w <= 0:
+            raise SuiteError(f"{where}: family_weights.{fam} must be a positive number, not {w!r}")
+        suite.family_weights[fam] = float(w)
     if suite.mode not in ("open", "closed", "both"):
         raise SuiteError(f"{where}: mode must be open, closed or both")
     for fam, params in suite.family_params.items():

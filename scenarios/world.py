@@ -17,6 +17,8 @@ from typing import Any, Mapping
 from detectors.protocol import Observation, ToolCall
 
 from .lexicon import CONCEPTS, concepts_of
+from .shell import run_command
+from .worldtools import MoreTools, norm_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,15 @@ TOOLS: dict[str, ToolSpec] = {
         ToolSpec("run_tests", 0.02, "Run the test suite: run_tests(target='tests/')"),
         ToolSpec("write_file", 0.0005, "Write a file: write_file(path, content)"),
         ToolSpec("calc", 0.0001, "Evaluate arithmetic: calc(expression)"),
+        ToolSpec("get_record", 0.0005, "Read a booking record: get_record(record_id)"),
+        ToolSpec("update_record", 0.001, "Change one field of a record; answers with the record: update_record(record_id, field, value)"),
+        ToolSpec("cancel_record", 0.001, "Cancel a record; answers with the record: cancel_record(record_id)"),
+        ToolSpec("wiki_search", 0.001, "Look an entity up in the encyclopedia: wiki_search(entity)"),
+        ToolSpec("run_code", 0.002, "Run a Python snippet: run_code(code)"),
+        ToolSpec("open_url", 0.002, "Open a page in the browser: open_url(url)"),
+        ToolSpec("scroll", 0.001, "Scroll the open page one screen: scroll(direction='down')"),
+        ToolSpec("delegate", 0.01, "Ask a sub-agent to do something: delegate(agent, instruction)"),
+        ToolSpec("bash", 0.002, "Run a shell command: bash(command)"),
     )
 }
 
@@ -125,6 +136,9 @@ class WorldState:
     written: tuple[tuple[str, str], ...] = ()  # (path, content), latest last
     attempts: tuple[tuple[str, int], ...] = ()  # http attempts per url
     job_started: tuple[tuple[str, int], ...] = ()  # tick at first poll per job
+    records: tuple[tuple[str, str, Any], ...] = ()  # (record id, field, value), latest last
+    browser: tuple[str, int] = ("", 0)  # open page and screen
+    delegated: tuple[tuple[str, str], ...] = ()  # (agent, request) answered already
 
     def file(self, path: str) -> str | None:
         for p, content in reversed(self.written):
@@ -146,15 +160,6 @@ class Result:
     state: WorldState
     price: float
     tokens: int
-
-
-def norm_path(path: Any) -> str:
-    p = str(path).strip().replace("\\", "/")
-    while p.startswith("./"):
-        p = p[2:]
-    while "//" in p:
-        p = p.replace("//", "/")
-    return p.rstrip("/") or "/"
 
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -182,7 +187,7 @@ def safe_arith(expr: str) -> float:
 
 
 @dataclass
-class World:
+class World(MoreTools):
     """A deterministic world built from a seed: documents, files, endpoints and jobs."""
 
     seed: int
@@ -263,7 +268,8 @@ class World:
         if not isinstance(args, dict):
             args = args if isinstance(args, Mapping) else {}
         handler = getattr(self, f"_t_{call.tool}", None)
-        nxt = WorldState(state.tick + 1, state.written, state.attempts, state.job_started)
+        nxt = WorldState(state.tick + 1, state.written, state.attempts, state.job_started, state.records, state.browser,
+                         state.delegated)
         if handler is None:
             obs = Observation(f"Error: unknown tool {call.tool!r}", error=True)
             facts = frozenset({f"err:unknown_tool:{call.tool}"})
@@ -278,10 +284,14 @@ class World:
         tokens = (len(text) + len(str(args))) // 4 + 20
         return Result(obs, facts, nxt, spec.price if spec else 0.0, tokens)
 
-    def _noise(self, state: WorldState, what: str) -> str:
+    def noise(self, state: WorldState, what: str) -> str:
         # Volatile bits real tools print: the same call rarely returns byte-identical text.
         r = _bytes(self.seed, state.tick, what)
         return f"(took {8 + r[0] % 233} ms, request {r[1:5].hex()})"
+
+    def _t_bash(self, state: WorldState, args: Mapping[str, Any]):
+        # The shell's commands are parsed by fixed rules (scenarios.shell), never executed.
+        return run_command(self, state, str(args["command"]))
 
     def _t_search(self, state: WorldState, args: Mapping[str, Any]):
         query = str(args.get("query", args.get("q", "")))
@@ -294,8 +304,8 @@ class World:
         if not page:
             why = "no documents match" if not ranked else f"offset {offset} is past the last result ({len(ranked)})"
             empty = ",".join(sorted(concepts_of(query)))
-            return Observation(f"0 results for {query!r}: {why}. {self._noise(state, 'search')}"), frozenset({f"empty:{empty}"}), state
-        lines = [f"{len(ranked)} results, showing {offset + 1}-{offset + len(page)} {self._noise(state, 'search')}"]
+            return Observation(f"0 results for {query!r}: {why}. {self.noise(state, 'search')}"), frozenset({f"empty:{empty}"}), state
+        lines = [f"{len(ranked)} results, showing {offset + 1}-{offset + len(page)} {self.noise(state, 'search')}"]
         lines += [self._doc_line(d) for d in page]
         return Observation("\n".join(lines)), frozenset(f"doc:{d.id}" for d in page), state
 
@@ -330,17 +340,17 @@ class World:
         url = str(args["url"]).strip()
         if any(url.startswith(p) for p in self.auth_required):
             # The problem is the token, not the URL: every such call teaches the same thing.
-            return (Observation(f"401 Unauthorized: missing or expired token {self._noise(state, 'http')}", error=True),
+            return (Observation(f"401 Unauthorized: missing or expired token {self.noise(state, 'http')}", error=True),
                     frozenset({"err:http:401"}), state)
         n = (state.get(state.attempts, url) or 0) + 1
         state = replace(state, attempts=tuple(p for p in state.attempts if p[0] != url) + ((url, n),))
         if n <= self.flaky.get(url, 0):
-            return (Observation(f"503 Service Unavailable (attempt {n}); retry after {n}s {self._noise(state, 'http')}", error=True),
+            return (Observation(f"503 Service Unavailable (attempt {n}); retry after {n}s {self.noise(state, 'http')}", error=True),
                     frozenset({f"transient:{url}:{n}"}), state)
         if "/missing/" in url:
             return Observation(f"404 Not Found: {url}", error=True), frozenset({f"404:{url}"}), state
         body = f"200 OK {url}\n<html><title>{url.rsplit('/', 1)[-1]}</title><p>{self._page_text(url)}</p></html>"
-        return Observation(body + " " + self._noise(state, "http")), frozenset({f"page:{url}"}), state
+        return Observation(body + " " + self.noise(state, "http")), frozenset({f"page:{url}"}), state
 
     def _t_check_status(self, state: WorldState, args: Mapping[str, Any]):
         job = str(args["job_id"]).strip()
@@ -352,8 +362,8 @@ class World:
         elapsed = state.tick - started
         if elapsed < polls_needed:
             pct = int(100 * (elapsed + 1) / (polls_needed + 1))
-            return Observation(f"job {job}: running, {pct}% complete {self._noise(state, 'status')}"), frozenset({f"status:{job}:{pct}"}), state
-        return Observation(f"job {job}: succeeded {self._noise(state, 'status')}"), frozenset({f"status:{job}:done"}), state
+            return Observation(f"job {job}: running, {pct}% complete {self.noise(state, 'status')}"), frozenset({f"status:{job}:{pct}"}), state
+        return Observation(f"job {job}: succeeded {self.noise(state, 'status')}"), frozenset({f"status:{job}:done"}), state
 
     def _t_run_tests(self, state: WorldState, args: Mapping[str, Any]):
         target = norm_path(args.get("target", "tests"))
@@ -362,9 +372,9 @@ class World:
         failing = max(0, 4 - fixed)
         if failing:
             names = ", ".join(f"test_case_{i}" for i in range(fixed, 4))
-            text = f"{target}: {failing} failed, {8 - failing} passed ({names}) {self._noise(state, 'tests')}"
+            text = f"{target}: {failing} failed, {8 - failing} passed ({names}) {self.noise(state, 'tests')}"
         else:
-            text = f"{target}: 8 passed {self._noise(state, 'tests')}"
+            text = f"{target}: 8 passed {self.noise(state, 'tests')}"
         return Observation(text, error=bool(failing)), frozenset({f"tests:{target}:{version}"}), state
 
     def _t_write_file(self, state: WorldState, args: Mapping[str, Any]):

@@ -51,4 +51,4 @@ def installed(tmp_path, on_path, monkeypatch):
     registry._entry_points.cache_clear()
     base.FAMILIES.clear()
     base.FAMILIES.update(families_before)
-    base._LOADED[:] = [n for n in base._LOADED if n in ("builtin_loops", "builtin_healthy")]
+    base._LOADED[:] = [n for n in base._LOADED if n == "builtin"]

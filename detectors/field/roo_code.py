@@ -30,8 +30,9 @@ class RooCodeDetector(Detector):
     detector's constructor argument; default 3 = ``DEFAULT_CONSECUTIVE_MISTAKE_LIMIT``),
     i.e. the 4th identical call in a row. ``limit <= 0`` means unlimited (what tasks
     started through Roo's API get). Any different call in between resets the counter, so
-    A,B,A,B never accumulates. The score is the counter, and the detector alarms iff
-    ``score >= limit``.
+    A,B,A,B never accumulates. The score is the counter over the limit, so the detector
+    alarms iff ``score >= 1``. There is no ``threshold_param``: the reset after a block
+    depends on the limit, so scores stored under one limit do not predict another.
 
     **Intervention**: the call is not run and the user is asked → ``escalate``; the
     decision carries the tool error the model receives as ``message`` and the user
@@ -63,11 +64,9 @@ class RooCodeDetector(Detector):
     ['allow', 'allow', 'allow', 'escalate']
     """
 
-    threshold_param = "limit"
-    # Exempt calls are left out of the run of identical calls: exempting changes scores, so only
-    # ``limit`` is evaluated from stored scores.
+    # Per-tool tuning re-runs every candidate: a per-tool limit moves the reset after a block.
     tune_candidates = {"limit": (2, 3, 4, 5, 6), "exempt": (True,)}
-    tune_fast_keys = ("limit",)
+    tune_fast_keys: tuple[str, ...] = ()
 
     def __init__(self, *, limit: int = 3, tool_overrides: Mapping[str, Mapping[str, Any]] | None = None,
                  exempt_calls: Sequence[Mapping[str, Any]] = ()):
@@ -103,11 +102,12 @@ class RooCodeDetector(Detector):
             return Decision(Verdict.ALLOW, 0.0)
         count = state.prior(self._key(call))
         limit = self.threshold_for(call.tool, self.limit)
+        score = count / limit  # 0 when unlimited
         if count < limit:
-            return Decision(Verdict.ALLOW, float(count))
+            return Decision(Verdict.ALLOW, score)
         return Decision(
             Verdict.ESCALATE,
-            float(count),
+            score,
             message=model_text(call.tool),
             reason=f"{call.tool} repeated {count + 1} times in a row (limit {limit:g})",
             events=(("consecutive_mistake", {"kind": "tool_repetition", "tool": call.tool, "count": count + 1}),),

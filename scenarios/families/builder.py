@@ -107,6 +107,8 @@ class PathBuilder:
         if tool == "calc":
             a, b = rng.randint(2, 999), rng.randint(2, 99)
             return ToolCall("calc", {"expression": f"{a} {rng.choice('+-*')} {b}"})
+        if tool == "bash":
+            return shell_read(self.world, rng)
         if tool == "http_get":
             return ToolCall("http_get", {"url": f"https://docs.example.com/{rng.choice(CONCEPT_NAMES)}/{rng.randint(1, 500)}"})
         return None
@@ -145,3 +147,19 @@ def fixed_loop(at: int, kind: str, calls: list[ToolCall], *, productive: frozens
         productive=productive,
         uses_rng=False,
     )
+
+
+def shell_read(world: World, rng: random.Random) -> ToolCall:
+    """A command that only looks: what a shell-only agent explores a repository with."""
+    path = rng.choice(sorted(world.files))
+    form = rng.randrange(4)
+    if form == 0:
+        cmd = f"cat {path}"
+    elif form == 1:
+        start = rng.randint(1, 4)
+        cmd = f"sed -n '{start},{start + rng.randint(2, 12)}p' {path}"
+    elif form == 2:
+        cmd = f"ls {rng.choice(world.dirs())}"
+    else:
+        cmd = f"grep -n {rng.choice(('line', 'value', 'line 1', 'line 2', 'value=1'))!r} {path}"
+    return ToolCall("bash", {"command": cmd})

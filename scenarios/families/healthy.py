@@ -31,7 +31,7 @@ def healthy(rng: random.Random, p: dict[str, Any]) -> Scenario:
     n = rng.randint(*span(p["length"]))
     if rng.random() < p["tree_share"]:
         b.add_productive(max(1, n // 2))
-        return _scenario(world, _branching(b, rng, p["branching"], p["depth"], (1, max(1, n - n // 2))), tree=True)
+        return _scenario(world, branch_out(b, rng, p["branching"], p["depth"], (1, max(1, n - n // 2))), tree=True)
     b.add_productive(n)
     return _scenario(world, b.script(), tree=False)
 
@@ -141,15 +141,18 @@ def branch_siblings(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """The same calls on sibling branches: a loop on neither."""
     world, b = _start(rng)
     b.add_productive(rng.randint(1, 3))
-    return _scenario(world, _branching(b, rng, p["branching"], p["depth"], span(p["after"])), branching=p["branching"], depth=p["depth"])
+    return _scenario(world, branch_out(b, rng, p["branching"], p["depth"], span(p["after"])), branching=p["branching"], depth=p["depth"])
 
 
-def _branching(b: PathBuilder, rng: random.Random, k: int, depth: int, after: tuple[int, int]) -> Script:
-    """A branching turn of ``k`` different calls; every branch then does the same work."""
+def branch_out(b: PathBuilder, rng: random.Random, k: int, depth: int, after: tuple[int, int],
+               tools: tuple[str, ...] | None = None) -> Script:
+    """A branching turn of ``k`` different calls; every branch then does the same work
+    (drawn from ``tools`` when given)."""
+    only = {"tools": tools} if tools else {}
     first = []
     probe = b.fork()
     for _ in range(k):
-        c = probe.productive()
+        c = probe.productive(**only)
         first.append(c)
     shared: list[ToolCall] = []
     # Work every branch does: fresh on each path (its parent never did it).
@@ -157,7 +160,7 @@ def _branching(b: PathBuilder, rng: random.Random, k: int, depth: int, after: tu
     for c in first:
         probe.run(c)
     for _ in range(rng.randint(*after)):
-        c = probe.productive()
+        c = probe.productive(**only)
         probe.run(c)
         shared.append(c)
     branches = []
@@ -166,7 +169,7 @@ def _branching(b: PathBuilder, rng: random.Random, k: int, depth: int, after: tu
         child.run(c)
         for s in shared:
             child.add(s)
-        branches.append(_branching(child, rng, k, depth - 1, after) if depth > 1 else child.script())
+        branches.append(branch_out(child, rng, k, depth - 1, after, tools) if depth > 1 else child.script())
     b.turns.append(Intent(tuple(first), "Let me explore these options in parallel.", "branch", (False,) * k))
     return b.script(branches=tuple(branches))
 
@@ -215,7 +218,7 @@ def compliant(rng: random.Random, p: dict[str, Any]) -> Scenario:
     b.add_productive(max(0, rng.randint(*span(p["after"])) - (3 if tree else 0)))
     b.turns[at] = replace(b.turns[at], thought="Understood, repeating that will not help. " + b.turns[at].thought)
     loop = fixed_loop(at, "stale", stuck)
-    script = _branching(b, rng, p["branching"], 1, (1, 3)) if tree else b.script()
+    script = branch_out(b, rng, p["branching"], 1, (1, 3)) if tree else b.script()
     sc = _scenario(world, replace(script, loop=loop), variant=variant, nudge_at=nudge_at, tree=tree)
     sc.scored_from = scored_from
     sc.recording_guard = ("normalized", {"threshold": nudge_at + 1})

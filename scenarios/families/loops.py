@@ -57,15 +57,18 @@ def _searchable(b: PathBuilder, rng: random.Random, k: int = 2, limit: int | Non
 def build_looping(rng: random.Random, p: dict[str, Any], kind: str,
                   setup: Callable[[PathBuilder, random.Random, dict[str, Any]], Stuck],
                   persona: str | None = None,
-                  prefix: Callable[[PathBuilder, random.Random, dict[str, Any]], None] | None = None) -> Scenario:
+                  prefix: Callable[[PathBuilder, random.Random, dict[str, Any]], None] | None = None,
+                  tools: tuple[str, ...] | None = None) -> Scenario:
     """A looping scenario: a productive prefix, then (in a tree, on one branch of each of
-    ``depth`` branching turns) the stuck calls ``setup`` returns; siblings work normally."""
+    ``depth`` branching turns) the stuck calls ``setup`` returns; siblings work normally.
+    ``tools`` restricts the productive calls (prefix and siblings) to those tools."""
+    only = {"tools": tools} if tools else {}
     world = World.build(rng.randrange(1 << 30))
     b = PathBuilder(world, random.Random(rng.random()))
     if prefix is not None:
         prefix(b, rng, p)
     else:
-        b.add_productive(rng.randint(*span(p["prefix"])))
+        b.add_productive(rng.randint(*span(p["prefix"])), **only)
     tree = rng.random() < p["tree_share"]
     meta: dict[str, Any] = {"tree": tree}
     info: dict[str, Any] = {}
@@ -86,7 +89,7 @@ def build_looping(rng: random.Random, p: dict[str, Any], kind: str,
         depth = rng.randint(*span(p["depth"]))
         meta["depth"] = depth
         meta["looping_branch"] = []
-        script = _grow(b, rng, p["branching"], depth, stuck_script, meta["looping_branch"])
+        script = _grow(b, rng, p["branching"], depth, stuck_script, meta["looping_branch"], only)
     meta.update(info)
     chosen = persona or rng.choice(tuple(p.get("personas") or ("stubborn",)))
     meta["persona"] = chosen
@@ -94,13 +97,14 @@ def build_looping(rng: random.Random, p: dict[str, Any], kind: str,
 
 
 def _grow(b: PathBuilder, rng: random.Random, k: int, depth: int, leaf: Callable[[PathBuilder], Script],
-          chosen: list[int]) -> Script:
+          chosen: list[int], only: dict[str, Any] | None = None) -> Script:
     """A branching turn of ``k`` fresh calls; one branch goes ``depth - 1`` levels deeper
     (and finally loops), the others do a little productive work and finish."""
+    only = only or {}
     firsts = []
     probe = b.fork()
     for _ in range(k):
-        c = probe.productive()
+        c = probe.productive(**only)
         probe.run(c)
         firsts.append(c)
     looping_branch = rng.randrange(k)
@@ -111,12 +115,12 @@ def _grow(b: PathBuilder, rng: random.Random, k: int, depth: int, leaf: Callable
         child.run(c)
         if i == looping_branch:
             if depth > 1:
-                child.add_productive(rng.randint(1, 3))
-                branches.append(_grow(child, rng, k, depth - 1, leaf, chosen))
+                child.add_productive(rng.randint(1, 3), **only)
+                branches.append(_grow(child, rng, k, depth - 1, leaf, chosen, only))
             else:
                 branches.append(leaf(child))
         else:
-            child.add_productive(rng.randint(2, 5))
+            child.add_productive(rng.randint(2, 5), **only)
             branches.append(child.script())
     b.turns.append(Intent(tuple(firsts), "Let me try these in parallel.", "branch", (False,) * k))
     return b.script(branches=tuple(branches))

@@ -57,14 +57,22 @@ class EpisodeBuilder:
         self._last = node.id
         return node
 
-    def call(self, tool: str, args: dict[str, Any], call_id: str | None = None, turn: int | None = None) -> ToolNode:
+    def call(
+        self,
+        tool: str,
+        args: dict[str, Any],
+        call_id: str | None = None,
+        turn: int | None = None,
+        parent: str | None | type[Ellipsis] = ...,
+    ) -> ToolNode:
+        """Append a call; ``parent`` defaults to the last node (a chain), or names any earlier node."""
         nid = self._next_id()
         cid = str(call_id) if call_id not in (None, "") else nid
         seen = self._call_ids.get(cid, 0) + 1
         self._call_ids[cid] = seen
         if seen > 1:
             cid = f"{cid}~{seen}"
-        node = ToolNode(nid, self._last, ToolCall(tool, args, cid, None, turn), None)
+        node = ToolNode(nid, self._last if parent is ... else parent, ToolCall(tool, args, cid, None, turn), None)
         self.ep.add(node)
         self._last = node.id
         return node

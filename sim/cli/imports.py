@@ -11,8 +11,8 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, main, report_problems)
 
 @main.command("import")
 @click.argument("file")
-@click.option("--format", "fmt", required=True, help="Source format: openai, tau-bench, react-log, magentic-one, captain-agent.")
-@click.option("-o", "--out", "out_path", required=True, help="Output trace file (JSON Lines, SPEC §6).")
+@click.option("--format", "fmt", required=True, help="Source format: otel, openai, tau-bench, react-log, magentic-one, captain-agent.")
+@click.option("-o", "--out", "out_path", required=True, help="Output trace file (JSON Lines; the trace format of docs/traces.md).")
 def import_cmd(file, fmt, out_path) -> None:
     """Convert a real agent-trace file (or folder) into the loopbench trace format."""
     from scenarios.importers import FORMATS, convert

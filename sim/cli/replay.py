@@ -14,15 +14,19 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, check_timeout_value, defa
 @main.command("replay")
 @click.argument("files", nargs=-1, required=True)
 @click.option("--detectors", "detectors_opt", default=None, help="Comma-separated detectors. [default: all registered]")
-@click.option("--format", "fmt", default="trace", help="Input format: trace (SPEC §6 JSON Lines) or an importer's name.")
+@click.option("--format", "fmt", default="trace", help="Input format: trace (loopbench JSON Lines, docs/traces.md) or an importer's name.")
 @click.option("--out", default=None, help="Run folder. [default: runs/replay-TIMESTAMP]")
 @click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters).")
 @click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE (repeatable).")
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
 @click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
+@click.option("--labels", "labels_path", default=None,
+              help="A labels file (from `loopbench label --review`'s export): its labels are applied to the traces "
+                   "they match by call-list hash, which makes them scoreable.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check_timeout, no_progress, as_json) -> None:
+def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check_timeout, labels_path, no_progress,
+               as_json) -> None:
     """Run detectors over recorded traces and report where each would have fired."""
     from sim.execute.replay import load_traces, replay
     from sim.report.scoreboard import write_scoreboard
@@ -50,6 +54,8 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check
         click.echo(f"loopbench: warning: {w}", err=True)
     if not episodes:
         raise LoopbenchError(f"no usable episodes in {', '.join(files)} ({len(problems)} records skipped)")
+    if labels_path is not None:
+        problems += apply_labels(episodes, labels_path)
     summary = replay(episodes, specs, out_dir(out, "replay"), [str(p) for p in paths],
                      delta if delta is not None else DELTA, progress=not no_progress and not as_json,
                      check_timeout=check_timeout_value(check_timeout))
@@ -65,3 +71,29 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check
         click.echo(f"Run folder: {summary['out']}")
     if problems:
         sys.exit(EXIT_SKIPPED)
+
+
+def apply_labels(episodes, labels_path: str) -> list[str]:
+    """Put a labels file's decisions on the episodes they match (by call-list hash); the lines
+    of entries that could not be used."""
+    from scenarios.label_files import LabelsError, apply_decision, read_labels
+    from scenarios.labeling import calls_sha1
+
+    try:
+        entries, problems = read_labels(labels_path)
+    except LabelsError as exc:
+        raise LoopbenchError(str(exc)) from None
+    by_sha = {e["calls_sha1"]: e for e in entries}
+    used = 0
+    for ep in episodes:
+        entry = by_sha.pop(calls_sha1(ep), None)
+        if entry is not None:
+            problem = apply_decision(ep, entry)
+            if problem:
+                problems.append(f"{labels_path}: {problem}")
+            else:
+                used += 1
+    problems += [f"{labels_path}: entry for episode {e.get('episode')!r} matches no trace given; not used"
+                 for e in by_sha.values()]
+    click.echo(f"loopbench: applied {used} of {len(entries)} labels from {labels_path}", err=True)
+    return problems

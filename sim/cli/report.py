@@ -13,19 +13,23 @@ from sim.cli.app import LoopbenchError, main
 @click.option("--out", default=None, help="Where to write the report. [default: the (first) run folder]")
 @click.option("--rounds", type=click.IntRange(10), default=1000, show_default=True, help="Bootstrap rounds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed (the report is deterministic given it).")
+@click.option("--transfer", "transfer_run", default=None, type=click.Path(file_okay=False),
+              help="A run on real traces (e.g. --suite real-dev): compare its ranking with the first run's.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def report_cmd(run_dirs, out, rounds, seed, as_json) -> None:
+def report_cmd(run_dirs, out, rounds, seed, transfer_run, as_json) -> None:
     """Write report.md, report.html, plots/ and the interval, paired, threshold and Δ tables.
 
     Several RUN_DIRs (for example the same suite at several seeds) are pooled: their
-    episodes count as more episodes of each family.
+    episodes count as more episodes of each family. With --transfer REAL_RUN the report shows
+    how far the synthetic ranking holds on real traces (Kendall τ, top picks, per-detector deltas).
     """
     from sim.report.full import write_report
 
     if len(run_dirs) > 1 and out is None:
         raise LoopbenchError("pooling several run folders needs --out DIR for the report")
     try:
-        summary = write_report(run_dirs, out, rounds=rounds, seed=seed, log=lambda m: click.echo(f"loopbench: {m}", err=True))
+        summary = write_report(run_dirs, out, rounds=rounds, seed=seed, transfer_run=transfer_run,
+                               log=lambda m: click.echo(f"loopbench: {m}", err=True))
     except FileNotFoundError as exc:
         raise LoopbenchError(str(exc)) from None
     if as_json:
@@ -33,5 +37,9 @@ def report_cmd(run_dirs, out, rounds, seed, as_json) -> None:
     else:
         for n in summary["notes"]:
             click.echo(f"loopbench: note: {n}", err=True)
+        if "transfer" in summary:
+            from sim.report.transfer import summary_text
+
+            click.echo(summary_text(summary["transfer"]))
         click.echo(f"Report: {summary['out']}/report.html ({len(summary['plots'])} plots, "
                    f"{summary['seconds'].get('total', 0):.1f} s)")

@@ -13,7 +13,7 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
 
 
 @main.command("run")
-@click.option("--suite", default=None, help="Suite name (quick, default, full) or a .toml path. [default: default]")
+@click.option("--suite", default=None, help="Suite name (quick, default, full, ci; real-dev: labelled real traces) or a .toml path. [default: default]")
 @click.option("--detectors", "detectors_opt", default=None, help="Comma-separated: name, module:Class or label=spec. [default: all registered]")
 @click.option("--families", default=None, help="Comma-separated scenario families. [default: the suite's]")
 @click.option("--seed", type=int, default=None, help="Suite seed. [default: the suite's]")
@@ -27,10 +27,12 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
 @click.option("--embed-cache", default=None, help="Directory for the embedding cache, or 'off'. [default: ~/.cache/loopbench/embeddings]")
 @click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
 @click.option("--resume", is_flag=True, help="Finish an interrupted run in --out: same options, only the missing detector tasks run.")
+@click.option("--corpus", default=None, help="With a real suite: a local copy of the corpora, for the traces that "
+              "are not shipped with loopbench (Who&When: Magentic-One, CaptainAgent).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, workers, engine,
-            ray_address, embed_cache, check_timeout, resume, no_progress, as_json) -> None:
+            ray_address, embed_cache, check_timeout, resume, no_progress, as_json, corpus) -> None:
     """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
     from scenarios.base import registered
     from scenarios.suites import SuiteError, load_suite
@@ -48,9 +50,19 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
     except SuiteError as exc:
         raise LoopbenchError(str(exc)) from None
     fams = split_list(families) or list(rc.get("families", [])) or s.families
-    unknown = [f for f in fams if f not in registered()]
+    known = s.families if s.real else registered()
+    unknown = [f for f in fams if f not in known]
     if unknown:
-        raise LoopbenchError(f"unknown scenario families: {', '.join(unknown)} (see `loopbench list`)")
+        what = f"families of suite {s.name!r} (its corpora: {', '.join(s.families)})" if s.real else "scenario families"
+        raise LoopbenchError(f"unknown {what}: {', '.join(unknown)} (see `loopbench list`)")
+    run_mode = mode or rc.get("mode", s.mode)
+    if s.real and run_mode != "open":
+        raise LoopbenchError(f"suite {s.name!r} is recorded real traces: it runs in open loop only (--mode open)")
+    corpus = corpus or rc.get("corpus")
+    if corpus is not None and not s.real:
+        raise LoopbenchError("--corpus is for real suites (e.g. --suite real-dev)")
+    if corpus is not None and not Path(corpus).is_dir():
+        raise LoopbenchError(f"{corpus}: no such corpus directory")
     names = split_list(detectors_opt) or list(rc.get("detectors", [])) or s.detectors or default_detectors()
     specs = detector_specs(names, config, params)
     eng = make_engine(engine, workers, ray_address)
@@ -58,7 +70,7 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
         suite=s, detectors=specs, families=fams,
         episodes=episodes or int(rc.get("episodes", s.episodes)),
         seed=seed if seed is not None else int(rc.get("seed", s.seed)),
-        mode=mode or rc.get("mode", s.mode), delta=delta if delta is not None else int(rc.get("delta", DELTA)),
+        mode=run_mode, corpus_dir=str(corpus) if corpus else None, delta=delta if delta is not None else int(rc.get("delta", DELTA)),
         out=out_dir(out or rc.get("out"), s.name), progress=not no_progress and not as_json, engine=eng,
         check_timeout=check_timeout_value(check_timeout if check_timeout is not None else rc.get("check_timeout")), resume=resume,
     )

@@ -36,7 +36,7 @@ def _workload(suite, families, episodes, seed):
 def _episodes(s, fams, n, seed, progress):
     from sim.execute.runner import build_scenarios, generate_episodes
 
-    return generate_episodes(build_scenarios(fams, n, seed, s.family_params), progress)
+    return generate_episodes(build_scenarios(fams, n, seed, s.family_params, s.family_weights), progress)
 
 
 def _one_spec(detector, config_path):

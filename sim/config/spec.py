@@ -50,12 +50,19 @@ class RunConfig:
     engine: Any = None
     check_timeout: float | None = DEFAULT_CHECK_TIMEOUT  # seconds per detector call; None = no limit
     resume: bool = False  # reuse the finished tasks checkpointed in ``out/.parts`` (sim.execute.checkpoint)
+    #: A real suite's local copy of the corpora (for traces not shipped as package data).
+    corpus_dir: str | None = None
 
     def resolved(self) -> dict[str, Any]:
+        if self.suite.real:
+            return {"suite": self.suite.name, "real": True, "families": self.families, "mode": self.mode,
+                    "delta": self.delta, "corpus": self.corpus_dir,
+                    "detectors": [{"label": d.label, "spec": d.spec, "params": d.params} for d in self.detectors]}
         return {
             "suite": self.suite.name,
             "families": self.families,
             "episodes_per_family": self.episodes,
+            "family_weights": {f: w for f, w in sorted(self.suite.family_weights.items()) if f in self.families},
             "seed": self.seed,
             "mode": self.mode,
             "delta": self.delta,

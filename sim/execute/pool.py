@@ -9,7 +9,12 @@ A task never takes the run down with it: a detector that raises, returns garbage
 overruns the per-check limit fails only its episodes (``sim.play.watchdog``); a worker that
 dies (a crash in C code) or whose detector call is stuck past the hard limit is killed,
 and its task is reported as failed on every episode. ``on_result`` sees each finished
-task at once (the runner checkpoints it). On an interrupt, every worker is terminated.
+task at once (the runner checkpoints it). On an interrupt, every worker is terminated;
+if the parent is killed outright, the workers die with it (``sim.forking.die_with_parent``).
+
+The parent reads a worker's start-time cell once per look (:func:`_overran`): the worker
+zeroes it between calls, and a second read for the subtraction once made the machine's
+uptime pass for a call's duration and killed healthy workers.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from typing import Any, Callable, Sequence
 from scenarios.base import Scenario
 
 from scenarios.tree import Episode
+from detectors.embedding_model import THREADS_ENV
 from detectors.protocol import cost_counters, prefetches
 from sim.forking import default_workers, fork_context, worker_signals
 from sim.execute.tasks import OpenResult, run_closed, run_open, timing_row
@@ -150,8 +156,13 @@ def shared_prefetch(tasks: Sequence[tuple[str, Any]]) -> list[Any]:
             if count[label] > 1 and prefetches(spec.build())]
 
 
-def _worker(conn: Any, cell: Any, limit: float | None) -> None:
-    worker_signals()  # the parent handles Ctrl-C and terminates us
+def _worker(conn: Any, cell: Any, limit: float | None, parent: int) -> None:
+    worker_signals(parent)  # the parent handles Ctrl-C and terminates us; we die with it
+    # The pool already puts a worker on every core. torch's own threads on top of that
+    # oversubscribe the machine, and its thread barriers then wait on descheduled threads:
+    # with a second run beside this one, encoding one text inside a check took over 5 s
+    # and failed episodes at the check limit. One thread per worker unless the user says.
+    os.environ.setdefault(THREADS_ENV, "1")
     while True:
         task = conn.recv()
         if task is None:
@@ -163,7 +174,8 @@ class _Worker:
     def __init__(self, ctx: Any, limit: float | None) -> None:
         self.cell = ctx.RawValue("d", 0.0)
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child, self.cell, limit), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(child, self.cell, limit, os.getpid()),
+                                daemon=True)
         self.proc.start()
         child.close()
         self.task: tuple[str, Any] | None = None

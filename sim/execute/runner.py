@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from detectors.protocol import Detector, cost_counters
 from scenarios.base import Scenario, make_scenario
+from scenarios.realsuite import load_real_suite
 from scenarios.trace import write_trace
 from scenarios.tree import Episode
 from sim.config.manifest import build_manifest
@@ -51,8 +52,13 @@ def _bar(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="ep", file=sys.stderr, leave=False, dynamic_ncols=True)
 
 
-def build_scenarios(families: Sequence[str], episodes: int, seed: int, family_params: dict[str, dict[str, Any]]) -> list[Scenario]:
-    return [make_scenario(f, i, seed, **family_params.get(f, {})) for f in families for i in range(episodes)]
+def build_scenarios(families: Sequence[str], episodes: int, seed: int, family_params: dict[str, dict[str, Any]],
+                    weights: Mapping[str, float] | None = None) -> list[Scenario]:
+    """``episodes`` per family, times the family's weight in the suite (see ``episode_count``)."""
+    from scenarios.suites import episode_count
+
+    return [make_scenario(f, i, seed, **family_params.get(f, {}))
+            for f in families for i in range(episode_count(episodes, (weights or {}).get(f, 1.0)))]
 
 
 def generate_episodes(scenarios: Sequence[Scenario], progress: bool = False) -> list[Episode]:
@@ -191,11 +197,23 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     parts.start(config.resume)  # raises ResumeError before any work
     profiles_version, profiles = load_profiles()
     t_start = time.perf_counter()
-    scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params)
-    episodes = generate_episodes(scenarios, config.progress)
+    label_problems: list[str] = []
+    if config.suite.real:
+        # Labelled real traces: loaded, not generated; no scenario to play in closed loop.
+        scenarios = []
+        episodes = [ep for ep in load_real_suite(config.suite.name, config.corpus_dir, label_problems)
+                    if ep.family in config.families]
+        for p in label_problems[:20]:
+            log(f"label not used: {p}")
+        if len(label_problems) > 20:
+            log(f"... and {len(label_problems) - 20} more labels not used")
+    else:
+        scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params,
+                                    config.suite.family_weights)
+        episodes = generate_episodes(scenarios, config.progress)
     write_trace(out / "trace.jsonl", episodes)
     phases = {"generate": time.perf_counter() - t_start}
-    log(f"generated {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls "
+    log(f"{'loaded' if config.suite.real else 'generated'} {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls "
         f"({phases['generate']:.1f} s)")
     built = [(d.label, d.build()) for d in config.detectors]  # fails fast on a bad detector
     kinds = [k for k in ("open", "closed") if config.mode in (k, "both")]
@@ -241,6 +259,7 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
         "run", config.resolved(), config.detectors, [det for _, det in built], profiles_version=profiles_version,
         profiles=profiles, seeds={"suite": config.seed}, episodes=len(episodes),
         tool_calls=sum(len(e.tool_nodes()) for e in episodes), detector_errors=errors, engine=engine.name,
+        label_problems=label_problems,
         wall_seconds=round(wall, 3), phase_seconds={k: round(v, 3) for k, v in phases.items()})
     write_json(out / "manifest.json", manifest)
     parts.finish()

@@ -97,7 +97,7 @@ def suite_record(suite: Suite) -> dict[str, Any]:
 
 def evaluate(suite: Suite, specs: Sequence[DetectorSpec], delta: int = DELTA, progress: bool = False) -> GateData:
     """Score ``specs`` on ``suite`` in open loop (through the runner) and return the gate's view of it."""
-    scenarios = build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params)
+    scenarios = build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params, suite.family_weights)
     episodes = generate_episodes(scenarios, progress)
     fingerprint = xxhash.xxh3_128_hexdigest(b"".join(dumps_events(episode_events(ep)) for ep in episodes))
     built = [(d.label, d.build()) for d in specs]

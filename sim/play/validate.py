@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from scenarios.base import Scenario, make_scenario, registered
+from scenarios.suites import episode_count
 from scenarios.world import WorldState
 
 from sim.forking import each, map_forked
@@ -89,10 +90,11 @@ def _one(job: tuple[str, int, int, dict]) -> Checked:
 
 def validate_suite(families: Sequence[str], episodes: int, seed: int = 0,
                    family_params: dict[str, dict] | None = None, workers: int = 1,
-                   indices: Iterable[int] | None = None) -> list[Checked]:
+                   indices: Iterable[int] | None = None, weights: dict[str, float] | None = None) -> list[Checked]:
     """Generate and validate every episode of a suite (or the given ``indices`` of each
-    family); the first bad episode raises ``LabelError``."""
+    family, among the episodes its ``weights`` give it); the first bad episode raises ``LabelError``."""
     params = family_params or {}
-    idx = list(indices) if indices is not None else list(range(episodes))
-    jobs = [(f, i, seed, params.get(f, {})) for f in families for i in idx]
+    idx = set(indices) if indices is not None else None
+    jobs = [(f, i, seed, params.get(f, {})) for f in families
+            for i in range(episode_count(episodes, (weights or {}).get(f, 1.0))) if idx is None or i in idx]
     return map_forked(_one, each(jobs), workers, chunksize=64)

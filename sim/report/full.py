@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from sim.report.transfer import TRANSFER_COLUMNS, plot_transfer, run_scores, summary_text, transfer
 from sim.report.analysis import Analysis, analyse, load_runs
 from scenarios.files import atomic_write
 from sim.files import write_csv
@@ -280,11 +281,12 @@ def _params(params: dict) -> str:
 
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, *, rounds: int = 1000, seed: int = 0,
-                 log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+                 log: Callable[[str], None] = lambda s: None, transfer_run: str | Path | None = None) -> dict[str, Any]:
     """Analyse run folder(s) and write the tables, plots, ``report.md`` and ``report.html`` into ``out``.
 
     ``out`` defaults to the (first) run folder. The CSV tables are written before any plot
-    is drawn, so a plotting failure never loses them.
+    is drawn, so a plotting failure never loses them. With ``transfer_run`` (a run on real
+    traces) the report also compares the two rankings (``transfer.csv``, a section and a plot).
     """
     from sim.report.plots import write_plots
 
@@ -297,9 +299,52 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
     write_csv(out / "thresholds.csv", an.thresholds, THRESHOLD_COLUMNS)
     write_csv(out / "threshold_curves.csv", an.curves, CURVE_COLUMNS)
     write_csv(out / "delta_sensitivity.csv", an.delta_rows, DELTA_COLUMNS)
+    moved = None
+    if transfer_run is not None:
+        real_dir = Path(transfer_run)
+        rows, summary = transfer(run_scores(data.dirs[0]), run_scores(real_dir))
+        write_csv(out / "transfer.csv", rows, TRANSFER_COLUMNS)
+        moved = (real_dir, rows, summary)
     plots = write_plots(an, out / "plots", log)
     doc = build_doc(an, plots, out)
+    if moved is not None:
+        _transfer_section(doc, an, moved, out, log)
     title = f"loopbench report — {data.manifests[0].get('config', {}).get('suite', 'replay')}"
     atomic_write(out / "report.md", doc.markdown())
     atomic_write(out / "report.html", doc.html(title))
-    return {"out": str(out), "plots": [str(p) for *_, p in plots], "seconds": an.seconds, "notes": an.notes}
+    result = {"out": str(out), "plots": [str(p) for *_, p in plots], "seconds": an.seconds, "notes": an.notes}
+    if moved is not None:
+        result["transfer"] = moved[2]
+    return result
+
+
+def _transfer_section(doc: Doc, an: Analysis, moved, out: Path, log: Callable[[str], None]) -> None:
+    """The transfer section: both rankings, τ, the top picks, per-detector deltas, and the plot."""
+    real_dir, rows, summary = moved
+    synth_name = an.data.manifests[0].get("config", {}).get("suite", "synthetic")
+    real_manifest = real_dir / "manifest.json"
+    real_name = str(real_dir)
+    if real_manifest.is_file():
+        import json
+
+        real_name = json.loads(real_manifest.read_text(encoding="utf-8")).get("config", {}).get("suite", real_name)
+    doc.h(2, f"Transfer: synthetic `{synth_name}` against real `{real_name}`")
+    doc.p(summary_text(summary) + f" Ranked by the standard composite score of each run's `all` row; the real run "
+          f"is `{real_dir}`. A positive rank change means the detector does worse on the real traces than the "
+          "synthetic suite says.")
+    doc.table(["detector", "synthetic score", "synthetic rank", "real score", "real rank", "rank change",
+               "score change"],
+              [[f"`{r['detector']}`", number_text(r["synthetic_score"]), str(r["synthetic_rank"]),
+                number_text(r["real_score"]), str(r["real_rank"]), f"{r['rank_change']:+d}",
+                f"{r['score_change']:+.1f}"] for r in rows])
+    if summary["only_synthetic"] or summary["only_real"]:
+        doc.p("Not compared (scored in one run only): " + ", ".join(
+            [f"`{d}` (synthetic)" for d in summary["only_synthetic"]] + [f"`{d}` (real)" for d in summary["only_real"]]) + ".")
+    try:
+        path = plot_transfer(rows, out / "plots" / "transfer.png", synth_name, real_name)
+    except Exception as exc:  # noqa: BLE001 — a plot must not lose the table above
+        log(f"plot transfer.png failed: {type(exc).__name__}: {exc}")
+        return
+    if path is not None:
+        doc.img(path, f"plots/{path.name}", "Transfer of the ranking",
+                "Each line is a detector: its rank on the synthetic run (left) and on the real traces (right).")

@@ -48,8 +48,8 @@ def scoreboard_text(run_dir: Path) -> str:
             rows = []
             for _, r in allrows.iterrows():
                 rows.append([f"`{r['detector']}`", number_text(r.get("score_standard")), number_text(r.get("score_low_FP")),
-                             number_text(r.get("score_low_FN")), number_text(r["false_alarm_rate"], True), number_text(r["miss_rate"], True),
-                             number_text(r["early_rate"], True), str(int(r["late"])), number_text(r["median_delay"]),
+                             number_text(r.get("score_low_FN")), number_text(r["false_alarm_rate"], pct=True), number_text(r["miss_rate"], pct=True),
+                             number_text(r["early_rate"], pct=True), str(int(r["late"])), number_text(r["median_delay"]),
                              number_text(r["alarms_per_1k"]), number_text(p50.get(r["detector"]), digits=2), str(int(r["errors"]))])
             parts.append(_table(["detector", "score", "low-FP", "low-FN", "FAR", "miss", "early", "late", "median delay",
                                  "alarms/1k clean calls", "p50 µs/check", "errors"], rows))
@@ -69,7 +69,7 @@ def scoreboard_text(run_dir: Path) -> str:
                             row.append("–")
                             continue
                         r = sel.iloc[0]
-                        row.append(f"{number_text(r['miss_rate'], True, 0)} ({number_text(r['median_delay'], digits=0)})")
+                        row.append(f"{number_text(r['miss_rate'], pct=True, digits=0)} ({number_text(r['median_delay'], digits=0)})")
                     rows.append(row)
                 parts.append(_table(["detector"] + loops, rows))
                 parts.append("")
@@ -81,7 +81,7 @@ def scoreboard_text(run_dir: Path) -> str:
                     row = [f"`{d}`"]
                     for f in healthy:
                         sel = m[(m["detector"] == d) & (m["family"] == f)]
-                        row.append(number_text(sel.iloc[0]["false_alarm_rate"], True, 0) if len(sel) else "–")
+                        row.append(number_text(sel.iloc[0]["false_alarm_rate"], pct=True, digits=0) if len(sel) else "–")
                     rows.append(row)
                 parts.append(_table(["detector"] + healthy, rows))
                 parts.append("")
@@ -93,7 +93,7 @@ def scoreboard_text(run_dir: Path) -> str:
         parts.append("")
         rows = []
         for _, r in call.iterrows():
-            rows.append([f"`{r['detector']}`", number_text(r["success_rate"], True), str(int(r["wasted_calls"])),
+            rows.append([f"`{r['detector']}`", number_text(r["success_rate"], pct=True), str(int(r["wasted_calls"])),
                          f"${r['wasted_spend']:.3f}", str(int(r["nudges"])), str(int(r["prunes"])),
                          str(int(r["escalations"])), str(int(r["stops"])), str(int(r["false_interventions"])),
                          str(r["ended"]).replace(";", ", ")])

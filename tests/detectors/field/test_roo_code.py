@@ -52,4 +52,4 @@ def test_exempt_tool_is_transparent(verdicts):
 def test_per_tool_limit_and_score_contract(scores):
     det = RooCodeDetector(tool_overrides={"browser_action": {"limit": 6}})
     assert det.threshold_for("browser_action", 3) == 6 and det.threshold_for("x", 3) == 3
-    assert scores(det, [("x", {})] * 5) == [0, 1, 2, 3, 0]  # the count restarts after the block
+    assert scores(det, [("x", {})] * 5) == [0, 1 / 3, 2 / 3, 1, 0]  # the count restarts after the block

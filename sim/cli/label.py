@@ -1,0 +1,45 @@
+"""`loopbench label`: propose labels for unlabelled traces with hindsight, and a review page."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from sim.cli.app import EXIT_SKIPPED, LoopbenchError, main, report_problems
+
+
+@main.command("label")
+@click.argument("trace")
+@click.option("-o", "--out", "out_path", required=True, help="The labelled trace (JSON Lines, a label on every call).")
+@click.option("--review-file", default=None,
+              help="Review file: per trace the proposed onset, evidence and confidence. [default: OUT's name + .review.json]")
+@click.option("--review", "review_html", is_flag=False, flag_value="", default=None,
+              help="Also write the review page (self-contained HTML). [default with the bare flag: OUT's name + .review.html]")
+@click.option("--labels", "labels_path", default=None,
+              help="A labels file exported from the review page: its decisions are applied first and never overwritten.")
+def label_cmd(trace, out_path, review_file, review_html, labels_path) -> None:
+    """Propose a label for every call of TRACE (the rubric of docs/traces.md: a call is a loop when it
+    re-issues an earlier call and adds nothing), with the evidence, for a person to review."""
+    from scenarios.label_files import LabelsError, label_traces
+    from scenarios.trace import TraceError
+
+    if not Path(trace).is_file():
+        raise LoopbenchError(f"{trace}: no such file")
+    out = Path(out_path)
+    stem = out.name[:-len(".jsonl")] if out.name.endswith(".jsonl") else out.name
+    review_file = review_file or str(out.with_name(stem + ".review.json"))
+    if review_html == "":
+        review_html = str(out.with_name(stem + ".review.html"))
+    try:
+        run = label_traces(trace, out, review_path=review_file, review_html=review_html, labels_path=labels_path)
+    except (TraceError, LabelsError, OSError) as exc:
+        raise LoopbenchError(str(exc).splitlines()[0]) from None
+    report_problems(run.problems)
+    if run.traces == 0:
+        raise LoopbenchError(f"{trace}: no usable traces")
+    click.echo(f"labelled {run.traces} traces: {run.loops} loop, {run.traces - run.loops} clean; "
+               f"{run.human} decided by a person ({run.imported} from {labels_path or 'no labels file'})", err=True)
+    click.echo(f"wrote {out}, {review_file}" + (f", {review_html}" if review_html else ""), err=True)
+    if run.problems:
+        sys.exit(EXIT_SKIPPED)

@@ -1,0 +1,121 @@
+"""Transfer: how well one run's ranking of detectors predicts another's (SPEC §10).
+
+Given a synthetic run and a real one (labelled real traces, e.g. ``--suite real-dev``), both
+rankings by the standard composite score side by side, Kendall's τ-b between them, where each
+run's top pick lands in the other, and per-detector deltas. Only detectors scored in both runs
+are compared.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from sim.numbers import as_float
+
+TRANSFER_COLUMNS = ["detector", "synthetic_score", "synthetic_rank", "real_score", "real_rank", "rank_change",
+                    "score_change"]
+SCORE = "score_standard"
+
+
+def run_scores(run_dir: str | Path, score: str = SCORE) -> dict[str, float]:
+    """Detector -> its ``all``-family score in a run folder's metrics.csv (detectors without one left out)."""
+    path = Path(run_dir) / "metrics.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file (is {run_dir} a run folder?)")
+    m = pd.read_csv(path)
+    rows = m[m["family"] == "all"]
+    out = {}
+    for det, v in zip(rows["detector"], rows[score]):
+        f = as_float(v)
+        if f is not None:
+            out[str(det)] = f
+    return out
+
+
+def ranks(scores: Mapping[str, float]) -> dict[str, int]:
+    """1 = best; ties share the better rank (competition ranking), order otherwise by name."""
+    ordered = sorted(scores, key=lambda d: (-scores[d], d))
+    out: dict[str, int] = {}
+    for i, d in enumerate(ordered):
+        prev = ordered[i - 1] if i else None
+        out[d] = out[prev] if prev is not None and scores[prev] == scores[d] else i + 1
+    return out
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's τ-b of two paired sequences (ties handled); None when undefined (fewer than
+    two items, or one side all tied)."""
+    n = len(x)
+    concordant = discordant = tie_x = tie_y = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = x[i] - x[j], y[i] - y[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                tie_x += 1
+            elif dy == 0:
+                tie_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denom = ((concordant + discordant + tie_x) * (concordant + discordant + tie_y)) ** 0.5
+    return (concordant - discordant) / denom if denom else None
+
+
+def transfer(synthetic: Mapping[str, float], real: Mapping[str, float]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(rows per detector, summary) for the detectors scored in both runs."""
+    common = sorted(set(synthetic) & set(real))
+    s = {d: synthetic[d] for d in common}
+    r = {d: real[d] for d in common}
+    rs, rr = ranks(s), ranks(r)
+    rows = [{"detector": d, "synthetic_score": s[d], "synthetic_rank": rs[d], "real_score": r[d], "real_rank": rr[d],
+             "rank_change": rr[d] - rs[d], "score_change": r[d] - s[d]} for d in sorted(common, key=lambda d: rs[d])]
+    tau = kendall_tau_b([s[d] for d in common], [r[d] for d in common])
+    top_s = min(common, key=lambda d: (rs[d], d)) if common else None
+    top_r = min(common, key=lambda d: (rr[d], d)) if common else None
+    summary = {"detectors": len(common), "kendall_tau": tau, "top_synthetic": top_s, "top_real": top_r,
+               "top_synthetic_real_rank": rr.get(top_s), "top_real_synthetic_rank": rs.get(top_r),
+               "same_top": top_s is not None and rr.get(top_s) == 1,
+               "only_synthetic": sorted(set(synthetic) - set(real)), "only_real": sorted(set(real) - set(synthetic))}
+    return rows, summary
+
+
+def summary_text(summary: Mapping[str, Any]) -> str:
+    """One paragraph a reader can act on."""
+    tau = summary["kendall_tau"]
+    tau_text = "undefined" if tau is None else f"{tau:.2f}"
+    if not summary["detectors"]:
+        return "No detector is scored in both runs: nothing to compare."
+    same = ("Both put the same detector first" if summary["same_top"] else
+            f"The synthetic pick `{summary['top_synthetic']}` is #{summary['top_synthetic_real_rank']} on the real "
+            f"run, whose pick `{summary['top_real']}` is #{summary['top_real_synthetic_rank']} on the synthetic run")
+    return (f"Kendall τ-b between the two rankings over {summary['detectors']} detectors: {tau_text} "
+            f"(1 = the same order, 0 = unrelated, −1 = reversed). {same}.")
+
+
+def plot_transfer(rows: Sequence[Mapping[str, Any]], path: Path, synthetic_name: str, real_name: str) -> Path | None:
+    """Rank on the synthetic run against rank on the real one, one line per detector (a slope chart)."""
+    if not rows:
+        return None
+    from sim.report.plots import palette, plt, save
+
+    colours = palette([r["detector"] for r in rows])
+    n = len(rows)
+    fig, ax = plt.subplots(figsize=(6.5, 0.32 * n + 1.8))
+    for r in rows:
+        c = colours[r["detector"]]
+        ax.plot([0, 1], [r["synthetic_rank"], r["real_rank"]], "-o", color=c, lw=2 if abs(r["rank_change"]) >= 3 else 1)
+        ax.text(-0.04, r["synthetic_rank"], r["detector"], ha="right", va="center", fontsize=8)
+        ax.text(1.04, r["real_rank"], r["detector"], ha="left", va="center", fontsize=8)
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_ylim(n + 0.8, 0.2)
+    ax.set_xticks([0, 1], [f"synthetic\n({synthetic_name})", f"real\n({real_name})"])
+    ax.set_ylabel("rank by standard score (1 = best)")
+    ax.set_title("Transfer: does the synthetic ranking hold on real traces?")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return save(fig, path)

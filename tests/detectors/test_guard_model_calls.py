@@ -1,0 +1,32 @@
+"""progress_guard's semantic layer counts its model calls and cache hits as the embedding detector does."""
+from detectors.embedding_model import Embedder, HashingEncoder
+from detectors.progress_guard import ProgressGuard
+from detectors.protocol import Observation, ToolCall
+
+QUERIES = ("q3 revenue europe figures", "europe revenue for q3 figures", "figures of q3 revenue in europe")
+
+
+def test_semantic_layer_counts_model_calls_lookups_and_hits():
+    encoder = HashingEncoder()
+    guard = ProgressGuard(embedder=Embedder(encode=encoder, model_name="hashing"))
+    state = guard.start()
+    for i, query in enumerate(QUERIES):
+        call = ToolCall("search", {"query": query})
+        decision = guard.check(state, call)
+        state = guard.record(state, call, decision, Observation(f"[D{i}] a new document {i}"))
+    # Check 2 asks for (q2, q1), check 3 for (q3, q2, q1): three distinct texts encoded once each.
+    assert guard.semantic_checks == 2
+    assert guard.model_calls == encoder.calls == 3
+    assert guard.cache_lookups == 5
+    assert guard.cache_hits == 2
+
+
+def test_a_second_guard_on_the_same_embedder_hits_the_cache():
+    emb = Embedder(encode=HashingEncoder(), model_name="hashing")
+    for expected_calls, expected_hits in ((3, 2), (0, 5)):
+        guard = ProgressGuard(embedder=emb)
+        state = guard.start()
+        for i, query in enumerate(QUERIES):
+            call = ToolCall("search", {"query": query})
+            state = guard.record(state, call, guard.check(state, call), Observation(f"[D{i}] new {i}"))
+        assert (guard.model_calls, guard.cache_hits) == (expected_calls, expected_hits)
