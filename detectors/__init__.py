@@ -2,7 +2,7 @@
 
 This package imports nothing from ``sim`` or ``scenarios``, so a harness can use it alone.
 """
-from .protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
+from .protocol import UNRECORDED, Decision, Detector, Message, Observation, ToolCall, Verdict, ran, result_known, unrecorded
 from .registry import available, detector_class, make_detector
 
 __all__ = [
@@ -11,8 +11,12 @@ __all__ = [
     "Message",
     "Observation",
     "ToolCall",
+    "UNRECORDED",
     "Verdict",
     "available",
     "detector_class",
     "make_detector",
+    "ran",
+    "result_known",
+    "unrecorded",
 ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
+from .protocol import Decision, Detector, Message, Observation, ToolCall, Verdict, unrecorded
 
 
 class LoopGuard:
@@ -55,13 +55,17 @@ class LoopGuard:
 
     def record(self, tool: str | ToolCall, args: Mapping[str, Any] | None = None, result: Any = None,
                error: bool = False, decision: Decision | None = None) -> None:
-        """What happened to the call: its result (or the nudge text you returned instead)."""
+        """What happened to the call: its result (or the nudge text you returned instead).
+
+        ``result=None`` says the call ran but you have no result for it (no reply came);
+        the guard then counts the call without reading anything into its result.
+        """
         call = self._call(tool, args)
         decision = decision or self._pending.pop(_key(call), None) or self.detector.check(self.state, call)
         if decision.verdict is Verdict.NUDGE:
             obs: Observation | None = Observation(decision.message or "", nudge=True)
         elif decision.verdict is Verdict.ALLOW:
-            obs = Observation(result, bool(error))
+            obs = unrecorded(bool(error)) if result is None else Observation(result, bool(error))
         else:
             obs = None  # pruned or stopped: it never ran
         self.state = self.detector.record(self.state, call, decision, obs)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .pathmap import EMPTY, PathCounts
-from .protocol import SEVERITY, Decision, Detector, Message, Observation, ToolCall, Verdict
+from .protocol import SEVERITY, Decision, Detector, Message, Observation, ToolCall, Verdict, result_known
 from .signature import content_text
 from .params import ParamError, Range
 
@@ -68,11 +68,14 @@ class NoProgressDetector(Detector):
 
     An observation is informative when at least ``min_new_fraction`` of its words were
     never seen on the path before (and at least one is new). The score is the current
-    streak of uninformative results, checked before the next call.
+    streak of uninformative results, checked before the next call. A call that ran
+    without a recorded result neither extends nor breaks the streak.
     """
 
     threshold_param = "patience"
     param_ranges = {"patience": Range(1), "min_new_fraction": Range(0, 1, float)}
+    expected_failures = {"check_catches_unrecorded_repeat": "judges results only: without recorded results "
+                                                            "there is no evidence of no progress"}
 
     def __init__(self, *, patience: int = 3, min_new_fraction: float = 0.1):
         self.patience = patience
@@ -93,8 +96,8 @@ class NoProgressDetector(Detector):
         )
 
     def record(self, state: ProgressState, call: ToolCall, decision: Decision, observation: Observation | None) -> ProgressState:
-        if observation is None or observation.nudge:
-            return state
+        if not result_known(observation):
+            return state  # did not run, or ran without a recorded result: no evidence either way
         words = information_tokens(observation.content)
         new = state.seen.missing(words)
         informative = bool(new) and len(new) >= self.min_new_fraction * len(words)

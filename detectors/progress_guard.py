@@ -52,7 +52,7 @@ import xxhash
 from .callmemo import CallMemo
 from .commands import CODE_KEYS, cosmetic_form, writes
 from .pathmap import PathCounts
-from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, tool_param
+from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, result_known, tool_param
 from .signature import args_text, canonical_json, content_text
 from .params import Range
 
@@ -530,28 +530,7 @@ class ProgressGuard(Detector):
             return 0
         return emb.prefetch(texts) if hasattr(emb, "prefetch") else len(emb.embed(texts))
 
-    def _record_resultless(self, state: GuardState, call: ToolCall, decision: Decision) -> GuardState:
-        """A call that ran without a recorded result: its arguments count (a later exact
-        repeat sees it), its result is no evidence either way, and asking again is a retry."""
-        if self.mode(call.tool) == "exempt":
-            return replace(state, step=state.step + 1)
-        p = self._prepare(call)
-        info: KeyInfo | None = state.keys.get(p.key)
-        keys = state.keys.set(p.key, KeyInfo(
-            (info.count if info else 0) + 1, state.step, None, info.last_fp if info else None, True, 0,
-            (info.unanswered if info else 0) + 1))
-        alarm = decision.alarm
-        mutating = self._effective_mode(call.tool, p) == "mutating"
-        return replace(state, step=state.step + 1, keys=keys,
-                       last_mutation=state.step if mutating else state.last_mutation,
-                       strikes=state.strikes + (1 if alarm else 0), since_strike=0 if alarm else state.since_strike)
-
     def record(self, state: GuardState, call: ToolCall, decision: Decision, observation: Observation | None) -> GuardState:
-        if (observation is None and not decision.alarm) or (observation is not None and not observation.nudge
-                                                             and observation.content is None):
-            # It ran (we allowed it) but no result was recorded (a delegation nobody
-            # answered): its arguments still count, its result adds nothing.
-            return self._record_resultless(state, call, decision)
         if observation is None or observation.nudge:
             # The call did not run: a strike if we intervened, nothing learned otherwise.
             if decision.alarm:
@@ -560,6 +539,8 @@ class ProgressGuard(Detector):
         mode = self.mode(call.tool)
         if mode == "exempt":
             return replace(state, step=state.step + 1)
+        if not result_known(observation):
+            return self._record_unrecorded(state, call, decision, observation.error)
         p = self._prepare(call)
         mode = self._effective_mode(call.tool, p)
         text = _text_of(observation.content)
@@ -638,3 +619,31 @@ class ProgressGuard(Detector):
             strikes=strikes, since_strike=since, fresh_from=fresh_from,
             last_text=masked[:50_000], last_informative=informative,
         )
+
+    def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:
+        """A call that ran without a recorded result (a delegation nobody answered, a span
+        exported without its result): its arguments count, its result is no evidence.
+
+        It is on the path (a mutating tool changed the world, a poll counts toward
+        ``poll_limit``, a later repeat sees it), and asking again is a retry: the agent may
+        have got no answer, so up to ``max_retries`` repeats of a result-less call pass
+        (``KeyInfo.unanswered``). The poll fingerprints, the tokens seen, the no-progress
+        streak and the recovery count stay as they were; drift and the semantic layer get
+        no evidence from it; an error of unknown text leaves the same-error streak alone.
+        """
+        p = self._prepare(call)
+        info: KeyInfo | None = state.keys.get(p.key)
+        keys = state.keys.set(p.key, KeyInfo((info.count if info else 0) + 1, state.step,
+                                             info.last_fp if info else None, info.prev_fp if info else None,
+                                             True, 0, (info.unanswered if info else 0) + 1))
+        families = state.families.set(p.family, (state.step, True))
+        if error:
+            error_tool, error_key, error_run = state.error_tool, state.error_key, state.error_run
+        else:
+            error_tool, error_key, error_run = None, None, 0
+        mutating = self._effective_mode(call.tool, p) == "mutating"
+        return replace(state, step=state.step + 1, keys=keys, families=families,
+                       last_mutation=state.step if mutating else state.last_mutation,
+                       error_tool=error_tool, error_key=error_key, error_run=error_run,
+                       strikes=state.strikes + (1 if decision.alarm else 0),
+                       since_strike=0 if decision.alarm else state.since_strike)

@@ -55,11 +55,41 @@ class Observation:
 
     ``nudge`` is true when the harness, not the tool, produced the text (a guard's
     in-band message); a real harness knows this, so detectors may use it.
+
+    ``recorded`` is false when the call ran but its result was not recorded (an
+    OpenTelemetry span without the opt-in ``gen_ai.tool.call.result``, a delegation that
+    got no reply): ``content`` is then ``None`` and means nothing, while ``error`` still
+    says whether the call failed, when the source knows that much. See :data:`UNRECORDED`.
     """
 
     content: Any
     error: bool = False
     nudge: bool = False
+    recorded: bool = True
+
+
+#: A call that ran but whose result was not recorded (see :func:`unrecorded`).
+UNRECORDED = Observation(None, recorded=False)
+_UNRECORDED_ERROR = Observation(None, error=True, recorded=False)
+
+
+def unrecorded(error: bool = False) -> Observation:
+    """The observation of a call that ran without a recorded result; ``error`` if it is known to have failed."""
+    return _UNRECORDED_ERROR if error else UNRECORDED
+
+
+def ran(observation: Observation | None) -> bool:
+    """True when the tool ran (recorded or not); false for a call that was pruned, blocked or nudged."""
+    return observation is not None and not observation.nudge
+
+
+def result_known(observation: Observation | None) -> bool:
+    """True when the tool ran and its result was recorded: only then may a detector read ``content``.
+
+    Result-aware layers (no progress, result hashes, same-error streaks) treat a call that
+    ran without a known result as neither progress nor the lack of it.
+    """
+    return observation is not None and not observation.nudge and observation.recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +196,14 @@ class Detector:
         """The state after ``call`` was handled.
 
         ``observation`` is what the agent saw (the tool's result, or the nudge text
-        with ``nudge=True``); it is ``None`` when the call did not run (pruned).
+        with ``nudge=True``); it is ``None`` when the call did not run (pruned,
+        blocked). A call that ran but whose result the trace did not record arrives as
+        an observation with ``recorded=False`` and ``content=None`` (:data:`UNRECORDED`,
+        or :func:`unrecorded` with ``error=True`` when the call is known to have failed):
+        it did run, so argument-based state (repeat counts, step budgets) counts it as
+        usual, but its content must not be read as a result. Use :func:`ran` for "did
+        it run" and :func:`result_known` for "may I look at the result"; a detector that
+        only tests ``observation is None`` already counts such a call as run.
         """
         return state
 

@@ -19,6 +19,9 @@ The checks encode the rules of SPEC §2: calls arrive one at a time (no look-ahe
 scores are finite, verdicts agree with the score for detectors with a
 ``threshold_param``; and two quality floors: an exact repeat is caught within
 ``DELTA`` calls of its onset, and a short clean trace of distinct calls raises no alarm.
+The same floors hold when the calls ran but their results were not recorded
+(``Observation(None, recorded=False)``): the repeat is still caught from the arguments,
+and unknown results are no evidence of a loop.
 
 Known failures are data, not scattered skips: a detector class may declare
 ``expected_failures = {"check_name": "reason"}`` (or pass the same mapping to
@@ -35,7 +38,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .protocol import Decision, Message, Observation, ToolCall, Verdict
+from .protocol import Decision, Message, Observation, ToolCall, Verdict, unrecorded
 
 #: The detection window of the quality floor (the scorer's Δ, SPEC §5).
 DELTA = 5
@@ -416,6 +419,60 @@ def check_catches_exact_repeat(detector: Any) -> None:
         raise DetectorCheckError(f"fired at call {first}, more than {DELTA} calls after the onset {onset}")
 
 
+def without_results(events: Sequence[Event]) -> list[Event]:
+    """The same events with every call run but its result not recorded (error flags kept),
+    as in a trace exported without OpenTelemetry's opt-in ``gen_ai.tool.call.result``."""
+    return [("call", ev[1], unrecorded(bool(ev[2].error))) if ev[0] == "call" else ev for ev in events]
+
+
+def check_robust_to_unrecorded_results(detector: Any) -> None:
+    """Calls that ran without a recorded result (``recorded=False``, no content) never crash a
+    detector, alone or mixed with recorded ones, and give well-formed, finite decisions
+    without look-ahead."""
+    for events in standard_traces():
+        stripped = without_results(events)
+        half = [s if k % 2 else e for k, (e, s) in enumerate(zip(events, stripped))]
+        for variant, what in ((stripped, "no results"), (half, "every other result missing")):
+            try:
+                decisions = run_trace(_fresh(detector), variant)[0]
+            except DetectorCheckError:
+                raise
+            except Exception as exc:  # noqa: BLE001 — any exception is the finding
+                raise DetectorCheckError(f"{what}: {type(exc).__name__}: {str(exc)[:200]}") from exc
+            for i, d in enumerate(decisions):
+                _snap(d)
+                if not math.isfinite(float(d.score)):
+                    raise DetectorCheckError(f"{what}: score {d.score!r} at call {i} is not finite")
+            cut = len(variant) // 2
+            part = run_trace(_fresh(detector), variant[:cut])[0]
+            _same_decisions(part, decisions[: len(part)], f"{what}, prefix of {cut} events")
+
+
+def check_catches_unrecorded_repeat(detector: Any) -> None:
+    """Quality floor without results: an exact repeat of a call whose results were not recorded
+    is caught within DELTA calls of its onset — the arguments alone show the repeat."""
+    events, onset = repeat_trace()
+    decisions = run_trace(detector, without_results(events))[0]
+    first = next((i for i, d in enumerate(decisions) if d.alarm), None)
+    if first is None:
+        raise DetectorCheckError(f"never fired on {len(decisions) - onset} verbatim repeats of one call "
+                                 f"whose results were not recorded")
+    if first < onset:
+        raise DetectorCheckError(f"fired at call {first}, before the first repeat (call {onset}), results not recorded")
+    if first > onset + DELTA:
+        raise DetectorCheckError(f"fired at call {first}, more than {DELTA} calls after the onset {onset}, "
+                                 f"results not recorded")
+
+
+def check_quiet_on_unrecorded_clean_trace(detector: Any) -> None:
+    """Distinct calls whose results were not recorded raise no alarm: an unknown result is
+    not evidence that the agent learned nothing."""
+    for i, d in enumerate(run_trace(detector, without_results(clean_trace()))[0]):
+        if d.alarm:
+            raise DetectorCheckError(f"fired ({d.verdict.value}, score {d.score}) at call {i} of a clean trace "
+                                     f"whose results were not recorded")
+
+
 def check_quiet_on_clean_trace(detector: Any) -> None:
     """Quality floor: no alarm on a short trace of distinct, informative calls."""
     for i, d in enumerate(run_trace(detector, clean_trace())[0]):
@@ -496,6 +553,9 @@ CHECKS: dict[str, Callable[[Any], None]] = {f.__name__: f for f in (
     check_catches_exact_repeat,
     check_quiet_on_clean_trace,
     check_rejects_out_of_range_params,
+    check_robust_to_unrecorded_results,
+    check_catches_unrecorded_repeat,
+    check_quiet_on_unrecorded_clean_trace,
     check_random_traces,
 )}
 
@@ -523,10 +583,19 @@ class ConformanceReport:
         return "\n".join(lines)
 
 
+#: A declared failure of the first check carries over to the second: a detector that cannot
+#: catch an exact repeat with its results cannot catch it without them.
+IMPLIED_FAILURES = {"check_catches_exact_repeat": "check_catches_unrecorded_repeat"}
+
+
 def expected_failures_of(detector: Any, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The known failures of ``detector``: its class's ``expected_failures`` plus ``extra``."""
+    """The known failures of ``detector``: its class's ``expected_failures`` plus ``extra``
+    (plus those implied by them, :data:`IMPLIED_FAILURES`)."""
     declared = dict(getattr(detector, "expected_failures", None) or {})
     declared.update(extra or {})
+    for name, implied in IMPLIED_FAILURES.items():
+        if name in declared and implied not in declared:
+            declared[implied] = f"{declared[name]} (results recorded or not)"
     unknown = set(declared) - set(CHECKS)
     if unknown:
         raise ValueError(f"expected_failures names unknown check(s): {', '.join(sorted(unknown))} "

@@ -31,7 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from detectors.protocol import Message, Observation, ToolCall
+from detectors.protocol import UNRECORDED, Message, Observation, ToolCall
 from scenarios.files import atomic_file
 from scenarios.trace import dumps_events, episode_events, loads_trace
 from scenarios.tree import Episode, Label, ThinkNode, ToolNode
@@ -52,10 +52,8 @@ FAMILIES = {
 SHIPPABLE = ("tau-bench-airline-gpt4o", "reflexion-react-hotpotqa")
 
 #: What a call that ran but got no recorded result (a Magentic-One delegation nobody
-#: answered) carries as its observation. ``None`` today, which the trace format cannot
-#: tell apart from "never ran"; once the format records "ran, result not recorded",
-#: set this to ``Observation(None)``: every converter goes through :func:`_observation`.
-NO_RESULT: Observation | None = None
+#: answered) carries as its observation: every converter goes through :func:`_observation`.
+NO_RESULT: Observation | None = UNRECORDED
 
 
 class RealSuiteError(Exception):

@@ -2,6 +2,11 @@
 
 Reading never stops at a bad record: each one yields a one-line problem naming the
 file and line, is counted and skipped, and every valid record is still used.
+
+A ``tool_call`` without a ``tool_result`` never ran (a guard pruned or blocked it); a call
+that ran but whose result was not recorded has ``{"kind": "tool_result", "call_id": ...,
+"recorded": false}`` (no ``content``; ``error`` if the failure is known) and is read as
+``detectors.protocol.unrecorded(error)``.
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ from typing import Any, Iterable, Iterator
 
 import orjson
 
-from detectors.protocol import Message, Observation, ToolCall
+from detectors.protocol import Message, Observation, ToolCall, unrecorded
 
 from scenarios.files import atomic_file
 from scenarios.tree import Episode, Label, ThinkNode, ToolNode
@@ -69,17 +74,21 @@ def episode_events(ep: Episode) -> Iterator[dict[str, Any]]:
                 ev["cost"] = {"price": node.price, "tokens": node.tokens}
             yield ev
             if node.observation is not None:
-                obs = node.observation
-                res: dict[str, Any] = {
-                    "episode": ep.id,
-                    "kind": "tool_result",
-                    "call_id": call.call_id or node.id,
-                    "content": obs.content,
-                    "error": obs.error,
-                }
-                if obs.nudge:
-                    res["nudge"] = True
-                yield res
+                yield result_event(ep.id, call.call_id or node.id, node.observation)
+
+
+def result_event(episode_id: str, call_id: str, obs: Observation) -> dict[str, Any]:
+    """The ``tool_result`` record of an observation; a call that ran without a recorded
+    result is written ``"recorded": false`` with no ``content``."""
+    res: dict[str, Any] = {"episode": episode_id, "kind": "tool_result", "call_id": call_id}
+    if obs.recorded:
+        res["content"] = obs.content
+    else:
+        res["recorded"] = False
+    res["error"] = obs.error
+    if obs.nudge:
+        res["nudge"] = True
+    return res
 
 
 def dumps_events(events: Iterable[dict[str, Any]]) -> bytes:
@@ -217,8 +226,17 @@ class _EpisodeBuilder:
             call_id = rec.get("call_id")
             if call_id is None:
                 raise _Bad("tool_result is missing field 'call_id'")
-            if "content" not in rec:
-                raise _Bad("tool_result is missing field 'content'")
+            recorded = rec.get("recorded", True)
+            if not isinstance(recorded, bool):
+                raise _Bad("tool_result field 'recorded' must be a boolean")
+            nudge = rec.get("nudge", False)
+            if recorded and "content" not in rec:
+                raise _Bad("tool_result is missing field 'content' (write \"recorded\": false for a call "
+                           "that ran without a recorded result)")
+            if not recorded and "content" in rec:
+                raise _Bad("tool_result with \"recorded\": false must not carry 'content'")
+            if not recorded and nudge:
+                raise _Bad("tool_result with \"recorded\": false cannot be a nudge (a guard's message is always known)")
             error = rec.get("error", False)
             if not isinstance(error, bool):
                 raise _Bad("tool_result field 'error' must be a boolean")
@@ -226,7 +244,8 @@ class _EpisodeBuilder:
             if not pending:
                 raise _Bad(f"tool_result for call_id {_short(call_id)} has no earlier tool_call without a result")
             # Pair by position: the oldest open call with this id takes the result.
-            pending.pop(0).observation = Observation(rec["content"], error, bool(rec.get("nudge", False)))
+            obs = Observation(rec["content"], error, bool(nudge)) if recorded else unrecorded(error)
+            pending.pop(0).observation = obs
             return
         elif kind == "message":
             role = _require(rec, "role", str, "message")
@@ -372,7 +391,9 @@ def read_trace(path: str | os.PathLike, family: str | None = None) -> ReadResult
         for pending in b.open_calls.values():
             for node in pending:
                 result.warnings.append(
-                    f"{path}: episode {_short(b.ep.id)}: tool_call {_short(node.call.call_id)} has no tool_result (scored without one)"
+                    f"{path}: episode {_short(b.ep.id)}: tool_call {_short(node.call.call_id)} has no tool_result "
+                    f"(scored as a call that never ran; write {{\"kind\": \"tool_result\", \"recorded\": false}} "
+                    f"if it ran without a recorded result)"
                 )
         if family is not None:
             b.ep.family = family

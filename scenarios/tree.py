@@ -31,6 +31,10 @@ class ThinkNode:
 
 @dataclass(slots=True)
 class ToolNode:
+    """One proposed call. ``observation`` is ``None`` when the call never ran (pruned,
+    blocked); a call that ran without a recorded result has ``recorded=False``
+    (``detectors.protocol.UNRECORDED``)."""
+
     id: str
     parent: str | None
     call: ToolCall
@@ -125,7 +129,9 @@ class Episode:
 def linear_episode(episode_id: str, steps: list[tuple], family: str = "replay") -> Episode:
     """Build a chain from ``(tool, args[, content[, error[, loop]]])`` tuples; a test helper.
 
-    ``loop`` (bool) labels the call; omit it for an unlabelled trace.
+    ``loop`` (bool) labels the call; omit it for an unlabelled trace. ``content`` may be an
+    ``Observation`` (``UNRECORDED`` for a call that ran without a recorded result), used as
+    it is.
     """
     ep = Episode(episode_id, family=family)
     parent: str | None = None
@@ -135,6 +141,7 @@ def linear_episode(episode_id: str, steps: list[tuple], family: str = "replay") 
         error = rest[1] if len(rest) > 1 else False
         label = Label(bool(rest[2]), "stale" if rest[2] else None) if len(rest) > 2 else None
         node_id = f"c{i}"
-        ep.add(ToolNode(node_id, parent, ToolCall(tool, args, call_id=node_id), Observation(content, error), label))
+        obs = content if isinstance(content, Observation) else Observation(content, error)
+        ep.add(ToolNode(node_id, parent, ToolCall(tool, args, call_id=node_id), obs, label))
         parent = node_id
     return ep

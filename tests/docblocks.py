@@ -128,10 +128,12 @@ def run_python(example: Example) -> str | None:
     ns = example.namespace
     here = os.getcwd()
     os.chdir(ns["__work__"])
+    sys.path.insert(0, str(ns["__work__"]))  # the work folder's modules (examples/my_guard.py) import as a user's would
     try:
         code = compile(example.parsed, f"{example.path}:{example.line}", "exec")
         exec(code, ns)  # noqa: S102 — the README's own example, shipped with the project
     finally:
+        sys.path.remove(str(ns["__work__"]))
         os.chdir(here)
     return None
 

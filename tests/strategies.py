@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from detectors.protocol import Message, Observation, ToolCall
+from detectors.protocol import Message, Observation, ToolCall, unrecorded
 
 from scenarios.tree import Episode, Label, ThinkNode, ToolNode
 
@@ -24,7 +24,9 @@ json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_
                            max_leaves=6)
 args_strategy = st.dictionaries(st.sampled_from(_KEYS), json_values, max_size=3)
 calls = st.builds(lambda t, a: ToolCall(t, a), st.sampled_from(TOOLS), args_strategy)
-observations = st.builds(Observation, st.sampled_from(["same", "other", "Error: 401", "x 1", "x 2"]), st.booleans())
+_recorded = st.builds(Observation, st.sampled_from(["same", "other", "Error: 401", "x 1", "x 2"]), st.booleans())
+# About one call in four ran without a recorded result (a trace exported without results).
+observations = st.builds(lambda obs, keep: obs if keep else unrecorded(obs.error), _recorded, st.integers(0, 3).map(bool))
 
 
 @st.composite

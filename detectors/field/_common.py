@@ -9,12 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Hashable
 
-from ..protocol import Message, Observation
+from ..protocol import Message, Observation, result_known
 from ..signature import content_text, stable_hash
 
 
-def observation_key(observation: Observation) -> int:
-    """A stable hash of what a tool returned, error flag included (no normalisation)."""
+def observation_key(observation: Observation) -> int | None:
+    """A stable hash of what a tool returned, error flag included (no normalisation);
+    ``None`` when the call ran without a recorded result (there is nothing to compare)."""
+    if not result_known(observation):
+        return None
     return stable_hash((bool(observation.error), observation.content))
 
 

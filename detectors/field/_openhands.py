@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Hashable, NamedTuple
 
 from ..callmemo import CallMemo
-from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
+from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict, result_known
 from ..signature import exact_signature
 from ._common import observation_key, observation_text
 
@@ -117,9 +117,14 @@ class OpenHandsBase(Detector):
 
     A call that did not run (pruned, or answered by a guard's nudge) is not an event:
     OpenHands drops null observations, and the SDK's nudge is an environment message
-    that does not take the place of an action.
+    that does not take the place of an action. A call that ran without a recorded result
+    is an action with an observation equal to no other (only its error flag is known), so
+    the patterns that compare observations never fire on unknown results.
     """
 
+    # Known conformance failures (detectors.testing), declared as data with the reason.
+    expected_failures = {"check_catches_unrecorded_repeat": "faithful to OpenHands: a repeat is stuck only when its "
+                                                            "observations repeat too, and unrecorded ones are unknown"}
     _shell_tools: frozenset[str] = frozenset()
     _ipython_tools: frozenset[str] = frozenset()
     _nudge_tier = False
@@ -206,9 +211,13 @@ class OpenHandsBase(Detector):
         error = bool(observation.error)
         if call.tool in self._shell_tools:
             key: Hashable = ("exit", error)  # command output ignored: command + exit code only
+        elif not result_known(observation):
+            # Ran without a recorded result: equal to no other outcome, so no observation
+            # pattern is built on it; its error flag still counts for the error streak.
+            key = ("unrecorded", seq)
         else:
             key = observation_key(observation)
-        text = observation_text(observation)
+        text = observation_text(observation) if result_known(observation) else ""
         syntax = syntax_tokens(text) if call.tool in self._ipython_tools and not error else frozenset()
         return Outcome(seq, key, error, text[:200] if error else "", syntax)
 

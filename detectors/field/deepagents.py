@@ -4,14 +4,14 @@ from __future__ import annotations
 from typing import Hashable, NamedTuple
 
 from ..callmemo import CallMemo
-from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
+from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict, result_known
 from ..signature import exact_signature, stable_hash
 from ._common import is_user_turn
 
 
 class Step(NamedTuple):
     call: tuple[str, str]  # (tool, sorted-key JSON of the arguments)
-    result: tuple[str, Hashable] | None  # (tool, hash of the result); None when the call did not run
+    result: tuple[str, Hashable] | None  # (tool, hash of the result); None when the call did not run or its result is unknown
 
 
 def _trailing_equal(items: list) -> int:
@@ -131,8 +131,7 @@ class DeepAgentsDetector(Detector):
                         events=(event,))
 
     def record(self, state: tuple[Step, ...], call: ToolCall, decision: Decision, observation: Observation | None) -> tuple[Step, ...]:
-        ran = observation is not None and not observation.nudge
-        result = (call.tool, stable_hash(observation.content)) if ran else None
+        result = (call.tool, stable_hash(observation.content)) if result_known(observation) else None
         return (state + (Step(self._key(call), result),))[-self._keep:]
 
     def on_message(self, state: tuple[Step, ...], message: Message) -> tuple[Step, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..callmemo import CallMemo
-from ..protocol import Decision, Detector, Observation, ToolCall, Verdict
+from ..protocol import Decision, Detector, Observation, ToolCall, Verdict, result_known
 from ..signature import exact_signature
 from ._common import EMPTY_RUN, Run, observation_text
 from ..params import Range
@@ -99,7 +99,9 @@ class GooseDetector(Detector):
         if count >= self.max_same_errors:
             count = 0  # goose resets the count at any inspection that finds it at the limit, denied or not
         if observation is not None and not observation.nudge:
-            if observation.error:
+            if observation.error and not result_known(observation):
+                pass  # an error whose text was not recorded is neither the same error nor another
+            elif observation.error:
                 prefix = observation_text(observation)[: self.error_prefix_chars]
                 if count and tool == call.tool and text == prefix:
                     count += 1

@@ -5,7 +5,7 @@ import re
 from typing import Any, Hashable, Mapping, NamedTuple, Sequence
 
 from ..callmemo import CallMemo
-from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
+from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict, result_known
 from ..signature import exact_signature, stable_hash
 from ._common import is_user_turn, observation_text
 from ..params import Range
@@ -257,8 +257,8 @@ class OpenClawDetector(Detector):
         return stable_hash(content), None
 
     def record(self, state: tuple[CallRecord, ...], call: ToolCall, decision: Decision, observation: Observation | None) -> tuple[CallRecord, ...]:
-        ran = observation is not None and not observation.nudge
-        result, unknown = self._outcome(call, observation) if ran else (None, None)
+        # A call that ran without a recorded result has no outcome to compare, like our own veto.
+        result, unknown = self._outcome(call, observation) if result_known(observation) else (None, None)
         if unknown is None and self._known is not None and call.tool not in self._known:
             unknown = call.tool.lower()
         rec = CallRecord(call.tool, self._key(call), result, unknown)

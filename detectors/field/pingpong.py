@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Hashable, NamedTuple
 
 from ..callmemo import CallMemo
-from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
+from ..protocol import Decision, Detector, Message, Observation, ToolCall, Verdict, result_known
 from ..signature import exact_signature, stable_hash
 from ._common import is_user_turn
 
@@ -16,7 +16,7 @@ MIN_SAME_RESULTS = 5
 class Record(NamedTuple):
     tool: str
     args: str  # sorted-key JSON of the arguments (zeroclaw hashes them key-order independent)
-    result: Hashable | None  # hash of the result text; None when the call did not run
+    result: Hashable | None  # hash of the result text; None when the call did not run or its result is unknown
 
 
 def _ladder(count: int, start: int) -> int:
@@ -143,8 +143,7 @@ class PingPongDetector(Detector):
         return Decision(Verdict.STOP, score, reason=f"Circuit breaker: {text}", events=(event,))
 
     def record(self, state: tuple[Record, ...], call: ToolCall, decision: Decision, observation: Observation | None) -> tuple[Record, ...]:
-        ran = observation is not None and not observation.nudge
-        result = stable_hash(observation.content) if ran else None
+        result = stable_hash(observation.content) if result_known(observation) else None
         return (state + (Record(call.tool, self._key(call), result),))[-self.window_size:]
 
     def on_message(self, state: tuple[Record, ...], message: Message) -> tuple[Record, ...]:

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
-from detectors.protocol import Message, Observation, ToolCall
+from detectors.protocol import Message, Observation, ToolCall, unrecorded
 from scenarios.trace import TraceError, loads_json
 from scenarios.tree import Episode, ThinkNode, ToolNode
 
@@ -80,6 +80,14 @@ class EpisodeBuilder:
     @staticmethod
     def result(node: ToolNode, content: str, error: bool = False) -> None:
         node.observation = Observation(content, error)
+
+    @staticmethod
+    def unrecorded(node: ToolNode, error: bool = False) -> None:
+        """The call ran, but the source kept no result (``error``: it is known to have failed).
+
+        A call left without either never ran; detectors then do not see it at all.
+        """
+        node.observation = unrecorded(error)
 
 
 def unique_id(seen: set[str], wanted: str) -> str:

@@ -7,8 +7,9 @@ structured tool calls, so the mapping reads the roles and WebSurfer's own senten
   ``Orchestrator (termination condition)`` -> ``assistant`` ThinkNodes.
 - ``Orchestrator (-> Agent)`` is the orchestrator's tool call: ``delegate {"agent":
   Agent, "instruction": text}``. Its result is Agent's next message, in full, because
-  that is what the orchestrator receives; a delegation that gets no reply before the
-  run ends keeps no result. A ComputerTerminal reply is an error when it reports a
+  that is what the orchestrator receives; a delegation that gets no reply (the run
+  ends, or the orchestrator delegates to the same agent again first) ran without a
+  recorded result (``"recorded": false``). A ComputerTerminal reply is an error when it reports a
   non-zero exit code.
 - A WebSurfer message is also one browser action, parsed from the sentence it starts
   with (Magentic-One's own tool names): ``I clicked 'x'.`` -> ``click {"target": x}``
@@ -97,6 +98,9 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
             b.message("user", content)
         elif m := _DELEGATE.match(role):
             agent = m.group(1)
+            unanswered = waiting.get(agent)
+            if unanswered is not None:
+                b.unrecorded(unanswered)
             waiting[agent] = b.call("delegate", {"agent": agent, "instruction": content}, turn=j)
         elif role.startswith("Orchestrator"):
             b.message("assistant", content)
@@ -109,6 +113,8 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
                 b.result(b.call(tool, args, turn=j), rest)
             elif delegation is None:
                 b.message("assistant", content)
+    for unanswered in waiting.values():
+        b.unrecorded(unanswered)
     yield b.ep
 
 

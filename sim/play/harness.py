@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.protocol import Decision, Detector, Message, Observation, ToolCall, Verdict
+from detectors.protocol import Decision, Detector, Message, Observation, ToolCall, Verdict, unrecorded
 from scenarios.agents import Agent, AgentState, Turn
 from scenarios.base import Scenario
 from scenarios.world import TOKEN_PRICE, WorldState
@@ -59,7 +59,7 @@ class _Frame:
 
 
 def simulate(scenario: Scenario, detector: Detector | None = None, *, recording: bool = False,
-             watch: Watchdog | None = None) -> SimResult:
+             watch: Watchdog | None = None, results_recorded: bool = True) -> SimResult:
     """Play ``scenario`` with ``detector`` in the loop (``None``: unguarded).
 
     ``recording`` marks the detector as the scenario's recording guard: it acts once
@@ -67,6 +67,12 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
     call the world says is redundant, or the recorded story would not be the one the
     family tells. ``watch`` marks every detector call for the per-check time limit; a
     detector that returns something other than a ``Decision`` raises ``DetectorFailure``.
+
+    With ``results_recorded=False`` the detector is told that each executed call ran but
+    not what it returned (``detectors.protocol.unrecorded``, error flag kept), as a guard
+    fed by telemetry without the opt-in results would be; the agent and the episode still
+    see the real results. An observation the world itself returns unrecorded is passed on
+    as it is.
     """
     watch = watch if watch is not None else Watchdog(None)
     begin, end = watch.begin, watch.end
@@ -166,8 +172,9 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
             node = ToolNode(f"n{turn_no - 1}-{i}", parent, call, obs, label, price, tokens)
             ep.add(node)
             if guarded:
+                told = obs if results_recorded or obs is None or obs.nudge else unrecorded(obs.error)
                 begin()
-                det_after = detector.record(det, call, decision, obs)
+                det_after = detector.record(det, call, decision, told)
                 end()
             else:
                 det_after = det

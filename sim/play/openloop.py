@@ -3,7 +3,8 @@
 Path-scoped detectors extend their parent's state at every node, so each branch sees
 only its own path; run-scoped detectors get one state threaded through the calls in
 execution order. Nothing about the episode changes: in open loop a verdict is only
-recorded, and the call's real observation is what the detector learns from.
+recorded, and the call's real observation is what the detector learns from — ``None``
+for a call that never ran, ``recorded=False`` for one that ran without a recorded result.
 """
 from __future__ import annotations
 

@@ -68,16 +68,21 @@ def test_a_call_without_a_recorded_result_counts_and_may_be_asked_again():
     assert g2.state.step == det.max_retries + 1  # result-less calls are on the path
 
 
-def test_open_loop_none_observation_means_ran_without_result():
+def test_open_loop_unrecorded_observation_means_ran_without_result():
     det = ProgressGuard(semantic=False)
-    from detectors.protocol import ToolCall
+    from detectors.protocol import UNRECORDED, ToolCall
 
     s = det.start()
     call = ToolCall("Assistant", {"instruction": "compute the total"})
     for _ in range(det.max_retries + 1):
-        s = det.record(s, call, det.check(s, call), None)  # allowed, no result recorded
+        s = det.record(s, call, det.check(s, call), UNRECORDED)  # ran, no result recorded
     assert s.step == det.max_retries + 1
     assert det.check(s, call).verdict is Verdict.NUDGE
+    # None is a call that never ran (pruned, blocked): it is not on the path.
+    s2 = det.start()
+    for _ in range(det.max_retries + 2):
+        s2 = det.record(s2, call, det.check(s2, call), None)
+    assert s2.step == 0 and det.check(s2, call).verdict is Verdict.ALLOW
 
 
 def test_shell_only_agent_edit_then_retest_is_progress_and_a_bare_rerun_is_not():

@@ -1,6 +1,7 @@
 """Importers of real agent-trace formats: fixtures, round trips, pairing, problems, corpora."""
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from detectors.exact import ExactDetector
+from detectors.protocol import ToolCall
 from sim.play.openloop import score_episode
 from scenarios.trace import TraceError, read_trace, write_trace
 from scenarios.tree import Episode, ThinkNode
@@ -275,8 +277,28 @@ def test_magentic_one_delegations_and_browser_actions():
     terminal, assistant, unanswered = calls[12], calls[13], calls[14]
     assert terminal.call.args["agent"] == "ComputerTerminal" and terminal.observation.error
     assert assistant.observation.content == "We found a page listing three loop detectors."
-    assert unanswered.observation is None
+    # The last delegation got no reply before the run ended: it ran, its result was not recorded.
+    assert unanswered.observation is not None and not unanswered.observation.recorded
+    assert unanswered.observation.content is None and not unanswered.observation.error
+    assert all(n.observation.recorded for n in calls[:14])
     assert _roles(ep) == ["user", "assistant", "assistant", "assistant", "assistant", "assistant"]
+
+
+def test_magentic_one_delegation_superseded_before_its_reply_ran_unrecorded(tmp_path):
+    history = [{"role": "human", "content": "q"},
+               {"role": "Orchestrator (-> WebSurfer)", "content": "Please search for x."},
+               {"role": "Orchestrator (-> WebSurfer)", "content": "Please search for x."},
+               {"role": "WebSurfer", "content": "I typed 'x' into the browser search bar.\n\nresults"}]
+    (tmp_path / "7.json").write_text(json.dumps({"history": history}))
+    (ep,), problems = import_file("magentic-one", tmp_path / "7.json")
+    assert problems == []
+    first, second, search = ep.tool_nodes()
+    assert first.call == ToolCall("delegate", {"agent": "WebSurfer", "instruction": "Please search for x."}, first.call.call_id, None, 1)
+    assert not first.observation.recorded  # re-delegated before any reply: it ran, no result
+    assert second.observation.recorded and second.observation.content.startswith("I typed 'x'")
+    assert search.call.tool == "web_search"
+    # The two identical delegations are a repeat the exact detector sees, result or not.
+    assert [s.verdict.value for s in score_episode(ExactDetector(), ep)] == ["allow", "prune", "allow"]
 
 
 @pytest.mark.parametrize("fmt", ["magentic-one", "captain-agent"])

@@ -17,7 +17,7 @@ def view(ep):
         if isinstance(n, ToolNode):
             o = n.observation
             out.append(("call", n.id, n.parent, n.call.tool, dict(n.call.args), n.call.step,
-                        o and (o.content, o.error, o.nudge), n.label))
+                        o and (o.content, o.error, o.nudge, o.recorded), n.label))
         else:
             out.append(("msg", n.id, n.parent, n.message))
     return out
