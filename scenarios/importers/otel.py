@@ -20,8 +20,8 @@ Mapping:
 - result: ``gen_ai.tool.call.result``, else ``gen_ai.tool.output`` / ``output.value``, else
   the ``content`` of a ``gen_ai.tool.message`` span event with the same ``id`` (≤ v1.36: the
   reply as sent back to the model, on the next chat span). Strings are kept as
-  they are, structured values written as JSON. Results are opt-in: a call without one has
-  no observation;
+  they are, structured values written as JSON. Results are opt-in: a call without one ran
+  all the same and is imported as unrecorded (``recorded: false``), so detectors see it;
 - a span whose status is ERROR (or that carries ``error.type``) failed: its result, or the
   status message / exception event when it has none, is an error observation;
 - tree: tool calls are ordered by start time. Calls under the same agent (nearest
@@ -375,6 +375,9 @@ def build_episode(trace_id: str, spans: list[Span], path: Path, report: Report, 
         content, failed = _result(sp, call_id, event_results)
         if content is not None:
             b.result(node, content, failed)
+        else:
+            # An execute_tool span is a call that ran; results are opt-in, so most have none.
+            b.unrecorded(node, failed)
         chain.append((sp, node.id))
         node_of[sp.span_id] = node.id
     return b.ep

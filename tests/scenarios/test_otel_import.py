@@ -79,8 +79,24 @@ def test_current_naming_without_results(tmp_path):
     assert problems == []
     nodes = eps[0].tool_nodes()
     assert len(nodes) == 7
-    assert [n.observation is None for n in nodes] == [True, True, False, True, True, True, True]
+    # Every execute_tool span ran: without a recorded result it is imported as unrecorded, not as a call
+    # that never ran (None), so detectors still see it.
+    assert all(n.observation is not None for n in nodes)
+    assert [n.observation.recorded for n in nodes] == [False, False, True, False, False, False, False]
     assert nodes[2].observation.error  # a failed call still carries its error
+
+
+def test_an_exact_repeat_of_a_result_less_call_is_caught_by_exact(tmp_path):
+    from detectors.registry import make_detector
+    from sim.play.openloop import score_episode
+
+    run = Agent("main", 0, 100, [Tool("get_order", {"order": "O-7"}, 1 + 10 * i, 5 + 10 * i, result="delayed",
+                                      call_id=f"c{i}") for i in range(3)])
+    path = write_otlp(tmp_path / "t.jsonl", [run], results=False)
+    eps, problems = import_file("otel", path)
+    assert problems == [] and all(not n.observation.recorded for n in eps[0].tool_nodes())
+    scores = score_episode(make_detector("exact"), eps[0])
+    assert [s.verdict.value for s in scores][:2] == ["allow", "prune"]
 
 
 def test_agent_as_tool_children_branch_from_the_tool(tmp_path):
@@ -124,7 +140,7 @@ def test_v136_naming_without_results(tmp_path):
     assert problems == []
     nodes = eps[0].tool_nodes()
     assert len(nodes) == 3 and nodes[0].call.args == {"city": "Oslo"}
-    assert nodes[0].observation is None and nodes[1].observation is None
+    assert not nodes[0].observation.recorded and not nodes[1].observation.recorded  # ran, result not kept
     assert nodes[2].observation.error  # status still says it failed
 
 
