@@ -65,7 +65,8 @@ class RooCodeDetector(Detector):
     ['allow', 'allow', 'allow', 'escalate']
     """
 
-    param_ranges = {"limit": Range(1)}
+    # Roo Code: a limit of 0 or below means "never block" (its own tests set both).
+    param_ranges = {"limit": Range()}
     # Per-tool tuning re-runs every candidate: a per-tool limit moves the reset after a block.
     tune_candidates = {"limit": (2, 3, 4, 5, 6), "exempt": (True,)}
     tune_fast_keys: tuple[str, ...] = ()
