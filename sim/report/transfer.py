@@ -105,17 +105,32 @@ def plot_transfer(rows: Sequence[Mapping[str, Any]], path: Path, synthetic_name:
 
     colours = palette([r["detector"] for r in rows])
     n = len(rows)
+    left, right = _spread(rows, "synthetic_rank"), _spread(rows, "real_rank")
     fig, ax = plt.subplots(figsize=(6.5, 0.32 * n + 1.8))
     for r in rows:
         c = colours[r["detector"]]
-        ax.plot([0, 1], [r["synthetic_rank"], r["real_rank"]], "-o", color=c, lw=2 if abs(r["rank_change"]) >= 3 else 1)
-        ax.text(-0.04, r["synthetic_rank"], r["detector"], ha="right", va="center", fontsize=8)
-        ax.text(1.04, r["real_rank"], r["detector"], ha="left", va="center", fontsize=8)
+        d = r["detector"]
+        ax.plot([0, 1], [left[d], right[d]], "-o", color=c, lw=2 if abs(r["rank_change"]) >= 3 else 1)
+        ax.text(-0.04, left[d], f"{r['synthetic_rank']}. {d}", ha="right", va="center", fontsize=8)
+        ax.text(1.04, right[d], f"{r['real_rank']}. {d}", ha="left", va="center", fontsize=8)
+    ax.set_yticks([])
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(n + 0.8, 0.2)
     ax.set_xticks([0, 1], [f"synthetic\n({synthetic_name})", f"real\n({real_name})"])
-    ax.set_ylabel("rank by standard score (1 = best)")
+    ax.set_ylabel("rank by standard score (1 = best, at the top)")
     ax.set_title("Transfer: does the synthetic ranking hold on real traces?")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     return save(fig, path)
+
+
+def _spread(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, float]:
+    """Vertical positions: a detector's rank, tied detectors spread apart so their labels stay readable."""
+    groups: dict[int, list[str]] = {}
+    for r in rows:
+        groups.setdefault(r[key], []).append(r["detector"])
+    out = {}
+    for rank, dets in groups.items():
+        for i, d in enumerate(sorted(dets)):
+            out[d] = rank + (i - (len(dets) - 1) / 2) * 0.45
+    return out
