@@ -111,6 +111,9 @@ _DIGITS = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
 # A token keeps its inner punctuation, so file names, dates and decimals stay distinct
 # ("api_tests.py" is not "api" + "tests" + "py").
 _WORDS = re.compile(r"[^\W_](?:[\w.\-/]*[^\W_])?")
+# Every run of digits, glued to letters or not: the shape of an edit tried with other values
+# (``s/value=84598x/value=7/`` and ``s/value=37155x/value=6/``).
+_ANY_DIGITS = re.compile(r"\d+")
 _NUMERIC = re.compile(r"[\d.\-/]+")
 _NUMBER = re.compile(r"(?<![^\W\d_])\d+(?![^\W\d_])")  # digits not glued to letters
 _SPACE = re.compile(r"\s+")
@@ -374,7 +377,7 @@ class ProgressGuard(Detector):
         echoes = frozenset(_norm_text(t[:500]) for v in args.values() if isinstance(v, str) for t in (v, v.strip("\"'")))
         return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
                          any(writes(v) for v in code.values()), bool(code),
-                         _h(call.tool.encode() + _DIGITS.sub("#", canonical_json(normal).decode()).encode()), echoes)
+                         _h(call.tool.encode() + _ANY_DIGITS.sub("#", canonical_json(normal).decode()).encode()), echoes)
 
     def _effective_mode(self, tool: str, p: _Prepared) -> str:
         mode = self.mode(tool)
