@@ -112,6 +112,9 @@ _DIGITS = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
 # A token keeps its inner punctuation, so file names, dates and decimals stay distinct
 # ("api_tests.py" is not "api" + "tests" + "py").
 _WORDS = re.compile(r"[^\W_](?:[\w.\-/]*[^\W_])?")
+# Every run of digits, glued to letters or not: the shape of an edit tried with other values
+# (``s/value=84598x/value=7/`` and ``s/value=37155x/value=6/``).
+_ANY_DIGITS = re.compile(r"\d+")
 _NUMERIC = re.compile(r"[\d.\-/]+")
 _NUMBER = re.compile(r"(?<![^\W\d_])\d+(?![^\W\d_])")  # digits not glued to letters
 _SPACE = re.compile(r"\s+")
@@ -232,6 +235,10 @@ class GuardState:
     fresh_from: int = 0  # evidence older than this step predates a recovery and no longer counts
     last_text: str = ""  # the previous result (masked), to recognise the same news reported twice
     last_informative: bool = True
+    # (tool, skeleton) of free-text requests that were answered once -> empty replies since
+    silent: PathCounts = field(default_factory=PathCounts)
+    last_write_shape: int | None = None  # the last write with its digits masked
+    write_drift: bool = False  # the last write was the one before it with other numbers
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +248,8 @@ class _Prepared:
     free: tuple[str, ...]
     skeleton: int
     writes: bool  # a command or snippet that changes files or the environment
+    code: bool  # the call carries a command or program text
+    shape: int  # the call with every digit masked, in code and text alike
     echoes: frozenset  # the call's own text values, as a result may list them back
 
 
@@ -372,7 +381,8 @@ class ProgressGuard(Detector):
                 skeleton[str(k)] = v
         echoes = frozenset(_norm_text(t[:500]) for v in args.values() if isinstance(v, str) for t in (v, v.strip("\"'")))
         return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
-                         any(writes(v) for v in code.values()), echoes)
+                         any(writes(v) for v in code.values()), bool(code),
+                         _h(call.tool.encode() + _ANY_DIGITS.sub("#", canonical_json(normal).decode()).encode()), echoes)
 
     def _effective_mode(self, tool: str, p: _Prepared) -> str:
         mode = self.mode(tool)
@@ -422,7 +432,15 @@ class ProgressGuard(Detector):
             ago = state.step - info.last_step
             changed = state.last_mutation > info.last_step and mode != "mutating"
             if changed:
-                pass  # the world may have changed since: a re-read or re-test is progress
+                # The world may have changed since: a re-read or re-test is progress, unless
+                # the last two runs, with a write between them, already gave the same answer
+                # and the writes are one edit tried with other numbers: blind trial of values
+                # that does not reach what this call shows.
+                if info.prev_fp is not None and info.prev_fp == info.last_fp and state.write_drift:
+                    return _Finding("signature", "gave the same result twice with writes in between that "
+                                                 "differ only in their numbers; they do not change what it shows"), 1.0
+            elif mode == "mutating" and info.count == 1 and self._overwritten(state, p, info):
+                pass  # the value was set otherwise since: writing it again sets it back (an undo), once
             elif mode == "poll":
                 if info.prev_fp is not None and info.prev_fp == info.last_fp:
                     return _Finding("signature", "was polled twice with the same answer"), 1.0
@@ -441,6 +459,10 @@ class ProgressGuard(Detector):
             last_step, informative = fam
             if not informative and state.last_mutation <= last_step and last_step >= state.fresh_from:
                 return _Finding("drift", "differs from an earlier call only in its numbers, and that call returned nothing new"), 1.0
+        silent = state.silent.get((tool, p.skeleton)) if p.free and mode != "mutating" else None
+        if silent is not None and silent >= self._param(tool, "same_error_limit"):
+            return _Finding("no_reply", f"asks again, in new words, after {silent} requests in a row got no reply "
+                                        "from a target that answered before"), 1.0
         if (state.error_run >= self._param(tool, "same_error_limit") and state.error_tool == tool
                 and mode != "exempt"):
             return _Finding("same_error", f"follows {state.error_run} failures of {tool} in a row with the same error"), 1.0
@@ -454,6 +476,12 @@ class ProgressGuard(Detector):
                 return finding, 1.0
             evidence = max(evidence, min(0.99, sim))
         return None, round(evidence, 6)
+
+    @staticmethod
+    def _overwritten(state: GuardState, p: _Prepared, info: KeyInfo) -> bool:
+        """The same write with other numbers ran after this one (seats 2, then 1 again)."""
+        fam = state.families.get(p.family)
+        return fam is not None and fam[0] > info.last_step
 
     @staticmethod
     def _follows_lead(state: GuardState, p: _Prepared) -> bool:
@@ -588,7 +616,18 @@ class ProgressGuard(Detector):
             (info.count if info else 0) + 1, state.step, fp, info.last_fp if info else None, informative,
             ((info.transient_run if info else 0) + 1) if transient else 0,
         ))
-        families = state.families.set(p.family, (state.step, informative))
+        # A write that succeeded changed the world even when its answer repeats a record read
+        # before: a later write with other numbers (a value set back) is no drift.
+        write_ok = mode == "mutating" and not observation.error
+        families = state.families.set(p.family, (state.step, informative or write_ok))
+        silent = state.silent
+        if p.free and mode != "mutating":
+            skey = (call.tool, p.skeleton)
+            if all_tokens or observation.error:
+                if silent.get(skey) != 0:
+                    silent = silent.set(skey, 0)  # answered: later silence counts from here
+            elif skey in silent:
+                silent = silent.set(skey, silent.get(skey) + 1)
         sem = state.sem
         if p.free:
             sem = SemEntry(call.tool, p.skeleton, " | ".join(p.free), informative, call, state.step, sem)
@@ -605,7 +644,12 @@ class ProgressGuard(Detector):
         if strikes and since >= self.recovery_calls:
             # The agent changed course: the evidence of its old loop no longer counts against it.
             strikes, since, fresh_from = 0, 0, state.step + 1
-        if (not all_tokens and not observation.error) or transient or (mode == "mutating" and not observation.error):
+        cross_check = p.code and info_before is None and masked[:50_000] == state.last_text
+        if cross_check:
+            # Other code printing the very same output verifies a figure another way: not a
+            # loop, and no evidence either way (re-running the same code is the signature layer's).
+            stale_streak = state.stale_streak
+        elif (not all_tokens and not observation.error) or transient or (mode == "mutating" and not observation.error):
             # An acknowledgement ("wrote 189 bytes"), an empty result or a transient outage is
             # no evidence either way: the agent acted, it did not ask.
             stale_streak = state.stale_streak
@@ -617,7 +661,9 @@ class ProgressGuard(Detector):
             stale_streak=stale_streak,
             error_tool=error_tool, error_key=error_key, error_run=error_run,
             strikes=strikes, since_strike=since, fresh_from=fresh_from,
-            last_text=masked[:50_000], last_informative=informative,
+            last_text=masked[:50_000], last_informative=informative, silent=silent,
+            last_write_shape=p.shape if mode == "mutating" else state.last_write_shape,
+            write_drift=(p.shape == state.last_write_shape) if mode == "mutating" else state.write_drift,
         )
 
     def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:
@@ -642,7 +688,11 @@ class ProgressGuard(Detector):
         else:
             error_tool, error_key, error_run = None, None, 0
         mutating = self._effective_mode(call.tool, p) == "mutating"
-        return replace(state, step=state.step + 1, keys=keys, families=families,
+        silent = state.silent
+        if p.free and not mutating and (call.tool, p.skeleton) in silent:
+            # A request to a target that answered before, with no reply again (see ``silent``).
+            silent = silent.set((call.tool, p.skeleton), silent.get((call.tool, p.skeleton)) + 1)
+        return replace(state, step=state.step + 1, keys=keys, families=families, silent=silent,
                        last_mutation=state.step if mutating else state.last_mutation,
                        error_tool=error_tool, error_key=error_key, error_run=error_run,
                        strikes=state.strikes + (1 if decision.alarm else 0),

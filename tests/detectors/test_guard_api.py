@@ -1,26 +1,7 @@
-"""The drop-in guard API, and the README's OpenAI-style example run as written."""
-import re
-import subprocess
-import sys
-from pathlib import Path
-
+"""The drop-in guard API (its OpenAI-style example in docs/detectors.md runs in the docs test)."""
 from detectors.guard import LoopGuard
 from detectors.progress_guard import ProgressGuard
 from detectors.protocol import Verdict
-
-README = Path(__file__).resolve().parents[2] / "README.md"
-
-
-def test_readme_openai_loop_example_runs_and_stops_the_loop(tmp_path):
-    text = README.read_text()
-    block = re.search(r"## The recommended guard.*?```python\n(.*?)```", text, re.S).group(1)
-    script = tmp_path / "example.py"
-    script.write_text(block)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                         cwd=README.parent)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("stopped: loop-guard: signature:")
-
 
 def test_nudge_then_stop_and_a_compliant_agent_is_not_stopped_on_stale_evidence():
     g = LoopGuard(semantic=False)

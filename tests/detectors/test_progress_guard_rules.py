@@ -127,3 +127,96 @@ def test_the_same_news_reported_twice_in_a_row_is_counted_once():
         g.record("WebSurfer", {"instruction": f"open {target}"}, f"I clicked '{target}'.\n\n{page} {target} section")
         g.record("click", {"target": target}, f"{page} {target} section")  # what the reply already said
     assert g.check("visit_url", {"url": "https://museum.org/shop"}).verdict is Verdict.ALLOW
+
+
+# -- rules from the synthetic families modelled on real traces (issue 14, second pass) --------
+def test_setting_a_value_back_after_changing_it_is_not_a_repeat_but_a_third_time_is():
+    g = _guard()
+    rec = '{"id": "R1", "seats": %d, "status": "active"}'
+    g.record("get_record", {"record_id": "R1"}, rec % 1)
+    g.record("update_record", {"record_id": "R1", "field": "seats", "value": 1}, rec % 1)
+    g.record("update_record", {"record_id": "R1", "field": "seats", "value": 2}, rec % 2)
+    # the user changed their mind: back to 1 (the write's answer repeats the first read)
+    assert g.check("update_record", {"record_id": "R1", "field": "seats", "value": 1}).verdict is Verdict.ALLOW
+    g.record("update_record", {"record_id": "R1", "field": "seats", "value": 1}, rec % 1)
+    g.record("update_record", {"record_id": "R1", "field": "seats", "value": 2}, rec % 2)
+    # flip-flopping: the same write a third time is a loop
+    assert g.check("update_record", {"record_id": "R1", "field": "seats", "value": 1}).verdict is Verdict.NUDGE
+    g2 = _guard()  # without the value set otherwise in between, the same write again is a repeat
+    g2.record("update_record", {"record_id": "R1", "field": "seats", "value": 1}, rec % 1)
+    g2.record("update_record", {"record_id": "R2", "field": "seats", "value": 3}, rec % 3)
+    assert g2.check("update_record", {"record_id": "R1", "field": "seats", "value": 1}).verdict is Verdict.NUDGE
+
+
+def test_a_write_with_other_numbers_after_a_write_echoing_a_read_is_no_drift():
+    g = _guard()
+    rec = '{"id": "R1", "bags": %d, "cabin": "basic"}'
+    g.record("get_record", {"record_id": "R1"}, rec % 2)
+    g.record("update_record", {"record_id": "R1", "field": "bags", "value": 0}, rec % 0)
+    g.record("get_record", {"record_id": "R1"}, rec % 0)  # nothing new in a write's answer...
+    # ...yet the write changed the world: another value for it is not parameter drift
+    assert g.check("update_record", {"record_id": "R1", "field": "bags", "value": 2}).verdict is Verdict.ALLOW
+
+
+def test_other_code_printing_the_same_output_many_times_is_a_cross_check_not_a_loop():
+    g = _guard()
+    out = "exitcode: 0 (execution succeeded)\nCode output: 1209"
+    for code in ("print(39 * 31)", "print(31 * 39)", "x = 31\nprint(x * 39)", "print(2418 / 2)", "print(1209)"):
+        assert g.check("run_code", {"code": code}).verdict is Verdict.ALLOW, code
+        g.record("run_code", {"code": code}, out)
+    assert g.check("run_code", {"code": "print(1209 * 1)"}).verdict is Verdict.ALLOW
+    assert g.check("run_code", {"code": "print(39 * 31)"}).verdict is Verdict.NUDGE  # the same code again is
+    g2 = _guard()  # reads that keep telling nothing new are still no progress
+    g2.record("read_file", {"path": "a.md"}, "alpha beta gamma")
+    for p in ("b.md", "c.md", "d.md"):
+        g2.record("read_file", {"path": p}, "alpha beta gamma")
+    assert g2.check("read_file", {"path": "e.md"}).verdict is Verdict.NUDGE
+
+
+def test_one_edit_tried_with_other_numbers_while_the_test_result_stays_the_same_is_a_loop():
+    g = _guard()
+    test = {"command": "pytest -q tests"}
+    fail = "FAILED tests::test_0\n1 failed, 3 passed (took %d ms)"
+    g.record("bash", test, fail % 104, error=True)
+    g.record("bash", {"command": "sed -i 's/value=52624x/value=6/' src/a.py"}, "")
+    assert g.check("bash", test).verdict is Verdict.ALLOW  # a re-test after an edit
+    g.record("bash", test, fail % 50, error=True)  # the same failure (durations are masked)
+    g.record("bash", {"command": "sed -i 's/value=40335x/value=9/' src/a.py"}, "")
+    # the same failure twice across edits that differ only in their numbers: blind trial
+    d = g.check("bash", test)
+    assert d.verdict is Verdict.NUDGE and "numbers" in d.message
+    g3 = _guard()  # one numeric edit that changes the result is progress
+    g3.record("bash", test, fail % 1, error=True)
+    g3.record("bash", {"command": "sed -i 's/value=1/value=6/' src/a.py"}, "")
+    g3.record("bash", test, "FAILED tests::test_1\n1 failed, 3 passed", error=True)
+    g3.record("bash", {"command": "sed -i 's/value=2/value=7/' src/a.py"}, "")
+    assert g3.check("bash", test).verdict is Verdict.ALLOW
+    g2 = _guard()  # different edits with the same failure stay allowed (the existing shell test too)
+    g2.record("bash", test, fail % 1, error=True)
+    for edit in ("sed -i 's/x = 1/x = 2/' src/a.py", "echo 'y = 3' >> src/b.py", "sed -i 's/z/w/' src/c.py"):
+        g2.record("bash", {"command": edit}, "")
+        assert g2.check("bash", test).verdict is Verdict.ALLOW, edit
+        g2.record("bash", test, fail % 2, error=True)
+
+
+def test_asking_a_target_that_answered_before_again_in_new_words_after_silence_is_a_loop():
+    g = _guard()
+    g.record("delegate", {"agent": "Coder", "instruction": "Please find the deliveries policy and report back."},
+             "Coder: done. user base 301; third-quarter 1438.")
+    for text in ("Try once more to find regulation on shipments.", "Can you check the terms of delivery?"):
+        assert g.check("delegate", {"agent": "Coder", "instruction": text}).verdict is Verdict.ALLOW
+        g.record("delegate", {"agent": "Coder", "instruction": text}, "")  # no reply
+    d = g.check("delegate", {"agent": "Coder", "instruction": "Look up delivery rules and tell me what you see."})
+    assert d.verdict is Verdict.NUDGE and "no reply" in d.message
+    # another agent, or a reply in between, starts afresh
+    assert g.check("delegate", {"agent": "Writer", "instruction": "Summarise the rules on deliveries."}).verdict is Verdict.ALLOW
+    g3 = _guard()
+    g3.record("delegate", {"agent": "Coder", "instruction": "Please find the deliveries policy."}, "Coder: done. rules 4.")
+    g3.record("delegate", {"agent": "Coder", "instruction": "Try once more to find shipping rules."}, "")
+    g3.record("delegate", {"agent": "Coder", "instruction": "Report the refund figures please."}, "Coder: done. refunds 12.")
+    g3.record("delegate", {"agent": "Coder", "instruction": "Now the churn figures please."}, "")
+    assert g3.check("delegate", {"agent": "Coder", "instruction": "And the latency numbers?"}).verdict is Verdict.ALLOW
+    g2 = _guard()  # a target that never answered is not judged by this rule
+    for text in ("Please find the deliveries policy.", "Try once more to find shipping rules."):
+        g2.record("delegate", {"agent": "Coder", "instruction": text}, "")
+    assert g2.check("delegate", {"agent": "Coder", "instruction": "Can you check the delivery terms?"}).verdict is Verdict.ALLOW
