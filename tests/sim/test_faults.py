@@ -496,6 +496,15 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path, monke
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.jsonl"]
 
 
+#: Lines the scan matches that write no file: a figure into an in-memory buffer (then written
+#: atomically), and writes inside the *text* of a simulated agent's command, or a regex over it.
+NOT_WRITERS = {
+    ("sim/files.py", 'fig.savefig(buf, format='),
+    ("scenarios/families/shell_agent.py", "f\"Path('{path}').write_t"),
+    ("detectors/commands.py", 'r"\\bopen\\([^)]*[\'\\"][^\'\\'),
+}
+
+
 def test_every_file_writer_goes_through_atomic_file():
     """Files are only opened for writing in scenarios/files.py (atomic_file); everything else calls it."""
     offenders = []
@@ -504,7 +513,10 @@ def test_every_file_writer_goes_through_atomic_file():
         for path in (ROOT / pkg).rglob("*.py"):
             if path.relative_to(ROOT).as_posix() == "scenarios/files.py":
                 continue
+            rel = path.relative_to(ROOT).as_posix()
             for no, line in enumerate(path.read_text().splitlines(), 1):
+                if (rel, line.strip()[:24]) in NOT_WRITERS:
+                    continue
                 if pattern.search(line) and not line.lstrip().startswith("#"):
                     offenders.append(f"{path.relative_to(ROOT)}:{no}: {line.strip()}")
     assert offenders == [], "\n".join(offenders)
@@ -516,6 +528,8 @@ UNSAFE = re.compile(r"\bpickle\b|\bcPickle\b|\bdill\b|\bmarshal\.loads?\b|\bshel
 ALLOWED = {
     # "no pickle" is said in its docstring; the disk cache stores raw float32 bytes in SQLite.
     ("detectors/embedding_model.py", "no pickle"),
+    # A regex that recognises writes in an agent's command text: it matches text, runs nothing.
+    ("detectors/commands.py", r"(json|pickle|yaml|np|numpy|torch)"),
 }
 
 
@@ -545,5 +559,6 @@ def test_a_detector_is_imported_only_when_named(tmp_path):
                                       call_id="c"))
     r = invoke("replay", trace_path, "--detectors", "exact", "--config", tmp_path / "cfg.toml",
                "--out", tmp_path / "out", "--no-progress", cwd=tmp_path)
-    assert r.exit_code == 0, r.output
+    # Parameters for a detector that is not selected are refused, and it is still never imported.
+    assert r.exit_code == 2 and "'never_named:Guard' is not selected" in r.output, r.output
     assert "never_named" not in sys.modules
