@@ -40,7 +40,9 @@ def test_step_budget_catches_everything_late(metrics):
     row = metrics[("step_budget", "all")]
     looping = int(row["tp"]) + int(row["miss"]) + int(row["early"])
     # A loop whose onset happens to fall within Δ of the budget (a long prefix plus
-    # paging, say) is caught in time; that stays rare. Paths shorter than the budget
-    # (replan's redo loops) are never caught at all.
-    assert int(row["tp"]) <= 0.05 * looping and int(row["late"]) >= 0.7 * looping
+    # paging, say) is caught in time; that stays rare: what the budget catches, it catches
+    # late. Paths shorter than the budget (replan's redo loops, the short loops modelled on
+    # real traces) are never caught at all.
+    tp, late = int(row["tp"]), int(row["late"])
+    assert tp <= 0.05 * looping and late >= 0.9 * (late + tp) and late >= 0.5 * looping
     assert f(metrics, "step_budget", "replan", "miss_rate") == 1.0
