@@ -36,7 +36,6 @@ when a review decision is imported) keeps them: a second run never overwrites th
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -44,6 +43,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any, Iterable
 
+from scenarios import realsuite
 from scenarios.tree import Episode, Label, ToolNode
 
 RUBRIC_VERSION = 1
@@ -143,9 +143,8 @@ def leaves(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def calls_sha1(ep: Episode) -> str:
-    """The hash real-trace labels are matched by: sha1 of ``[[tool, args], ...]`` as JSON."""
-    calls = [[n.call.tool, n.call.args] for n in ep.tool_nodes()]
-    return hashlib.sha1(json.dumps(calls, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    """The hash real-trace labels are matched by (the one in :mod:`scenarios.realsuite`)."""
+    return realsuite.calls_sha1(n.call for n in ep.tool_nodes())
 
 
 # -- judging one call ----------------------------------------------------------------------
