@@ -54,7 +54,7 @@ def suite_texts() -> dict[str, list[str]]:
     from detectors.embedding_model import Embedder
     from detectors.progress_guard import ProgressGuard
     from scenarios.suites import load_suite
-    from sim.runner import build_scenarios, generate_episodes
+    from sim.execute.runner import build_scenarios, generate_episodes
 
     suite = load_suite("default")
     episodes = generate_episodes(build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params))
