@@ -531,11 +531,11 @@ class ProgressGuard(Detector):
 
     def _embedder(self):
         if self.embedder is None:
-            try:
-                import sentence_transformers  # noqa: F401  (only to know it is there)
+            from importlib.util import find_spec
 
-                from .embedding_model import shared_embedder
-            except ImportError:
+            # Only whether it is installed: importing it imports torch (seconds), which a run
+            # whose vectors are all in the cache never needs.
+            if find_spec("sentence_transformers") is None:
                 # A harness without the optional model still gets every other layer.
                 import warnings
 
@@ -543,6 +543,8 @@ class ProgressGuard(Detector):
                               stacklevel=3)
                 self.semantic = False
                 return None
+            from .embedding_model import shared_embedder
+
             self.embedder = shared_embedder()
         return self.embedder
 

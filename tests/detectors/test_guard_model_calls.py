@@ -30,3 +30,30 @@ def test_a_second_guard_on_the_same_embedder_hits_the_cache():
             call = ToolCall("search", {"query": query})
             state = guard.record(state, call, guard.check(state, call), Observation(f"[D{i}] new {i}"))
         assert (guard.model_calls, guard.cache_hits) == (expected_calls, expected_hits)
+
+
+def test_getting_the_embedder_imports_no_model_library(tmp_path):
+    """A run whose vectors are all cached must not pay for importing torch: progress_guard
+    only asks whether sentence-transformers is installed."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom detectors.progress_guard import ProgressGuard\n"
+            "g = ProgressGuard()\nassert g._embedder() is not None and g.semantic\n"
+            "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers') if m in sys.modules))")
+    env = {**__import__("os").environ, "LOOPBENCH_EMBED_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_without_sentence_transformers_the_semantic_layer_is_off(monkeypatch):
+    import importlib.util
+
+    import pytest
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sentence_transformers" else real(name, *a))
+    guard = ProgressGuard()
+    with pytest.warns(UserWarning, match="semantic layer is off"):
+        assert guard._embedder() is None
+    assert guard.semantic is False
