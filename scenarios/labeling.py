@@ -43,6 +43,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any, Iterable
 
+from detectors.protocol import result_known
 from scenarios import realsuite
 from scenarios.tree import Episode, Label, ToolNode
 
@@ -351,7 +352,8 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
     last_write = -1
     for j, node in enumerate(path):
         nv = novelty(node, seen_before_prev if j and reports_cause(path[j - 1], node) else seen)
-        nothing = adds_nothing(nv) and node.observation is not None
+        known = result_known(node.observation)
+        nothing = known and adds_nothing(nv)
         ev = None
         if _note_to_self(node):
             out[node.id] = None
@@ -365,11 +367,11 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
                 continue
             kind, sim = m
             same_result = _result_text(earlier) is not None and _result_text(earlier) == _result_text(node)
-            unrecorded = node.observation is None and earlier.observation is not None
+            # No result to judge: redundant only as a re-issue of a request that got one (fulfilled).
+            unrecorded = not known and result_known(earlier.observation)
             if not (same_result or nothing or unrecorded):
                 continue
-            if earlier.observation is not None and earlier.observation.error and node.observation is not None \
-                    and not node.observation.error:
+            if earlier.observation is not None and earlier.observation.error and known and not node.observation.error:
                 continue  # a retry that succeeded
             if kind == "stale" and i == j - 2 and j + 1 < len(path) and \
                     path[j + 1].call.tool == path[j - 1].call.tool and path[j + 1].call.args == path[j - 1].call.args:

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from detectors.protocol import Observation, ToolCall
+from detectors.protocol import UNRECORDED, Observation, ToolCall
 from scenarios.label_files import LabelsError, label_traces, read_labels, write_labels
 from scenarios.labeling import args_match, calls_sha1, label_episodes, propose
 from scenarios.trace import read_trace, write_trace
@@ -76,6 +76,20 @@ def test_repeat_without_result_of_a_fulfilled_request():
     _, p = propose(ep)
     assert p.onset == 1 and p.evidence[0]["note"] == "no result recorded"
     assert p.confidence < propose(linear_episode("f", [("ask", {"q": "x"}, "a"), ("ask", {"q": "x"}, "a")]))[1].confidence
+
+
+def test_repeat_of_a_request_that_never_got_a_reply_is_not_judged_fulfilled():
+    # Both delegations ran without a recorded reply: nothing says the request was ever
+    # fulfilled, so the second is not "no reply to a request already fulfilled".
+    ep = Episode("u")
+    ep.add(ToolNode("a", None, ToolCall("ask", {"q": "x"}, "a"), UNRECORDED))
+    ep.add(ToolNode("b", "a", ToolCall("ask", {"q": "x"}, "b"), UNRECORDED))
+    assert propose(ep)[1].onset is None
+    # ... while an unrecorded re-issue of an answered request is one.
+    ep.add(ToolNode("c", "b", ToolCall("ask", {"q": "y"}, "c"), Observation("answer y", False)))
+    ep.add(ToolNode("d", "c", ToolCall("ask", {"q": "y"}, "d"), UNRECORDED))
+    _, p = propose(ep)
+    assert p.onset == 3 and p.evidence[0]["note"] == "no result recorded"
 
 
 def test_tree_branches_judged_on_their_own_path():
