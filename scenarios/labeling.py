@@ -8,7 +8,8 @@ reads the judged call's own result (hindsight). The rules, all general:
   normalisation — case, quoting, whitespace, code comments — (``cosmetic``), reworded
   natural-language text with the same content words (``paraphrased``; never for code:
   changed code is a re-test), or equal but for one nudged value that is not an
-  identifier (``drift``; another id, item or route is another call);
+  identifier (``drift``; another id, item or route is another call — so is a text that
+  quotes other names than the earlier one: "check 'A'" then "check 'B'" is fan-out);
 - *adds nothing*: the result is identical to the re-issued call's result, or every word
   of it (less the words of the call's own arguments, which results echo; numbers count
   whole) already appeared in earlier results — strictly in its opening words, with a
@@ -185,6 +186,22 @@ def _identifier(path: str, value: Any) -> bool:
     )
 
 
+_QUOTED = re.compile(r"(?<!\w)['\"\u2018\u201c]([^'\"\u2018\u2019\u201c\u201d\n]+?)['\"\u2019\u201d](?!\w)")
+
+
+def quoted_items(text: str) -> frozenset[str]:
+    """The names a text quotes ("check 'Casino Royale'"): the items it is about."""
+    return frozenset(filter(None, (cosmetic(m) for m in _QUOTED.findall(text))))
+
+
+def other_items(x: str, y: str) -> bool:
+    """Whether two texts quote names and share none: the same request about another item
+    is fan-out, however alike the rest of the wording. A name inside a longer one (a page
+    by its short title) is the same item."""
+    a, b = quoted_items(x), quoted_items(y)
+    return bool(a) and bool(b) and not any(f" {p} " in f" {q} " or f" {q} " in f" {p} " for p in a for q in b)
+
+
 def args_match(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, float] | None:
     """How call ``b``'s arguments re-issue ``a``'s: (kind, similarity), or ``None``."""
     if a == b:
@@ -212,7 +229,7 @@ def args_match(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, float] | None
                 kinds.append("cosmetic")
                 sims.append(1.0)
                 continue
-            if _identifier(k, x) or _identifier(k, y):
+            if _identifier(k, x) or _identifier(k, y) or other_items(x, y):
                 return None
             sim = text_similarity(x, y)
             if sim >= PARAPHRASE_JACCARD:

@@ -53,6 +53,19 @@ def test_cosmetic_and_paraphrased_and_drift_re_issues():
     assert args_match({"code": code}, {"code": "import y\nz = load()\nw = z * 2\nsave(w)\nprint(w)\n"}) is None
 
 
+def test_same_request_about_another_quoted_item_is_fan_out():
+    ask = "Please look up the opening hours of '{}' in the city guide and report them."
+    assert args_match({"instruction": ask.format("Blue Door Cafe")}, {"instruction": ask.format("Harbour Grill")}) is None
+    # the same item under a longer name is still the same request
+    kind, _ = args_match({"instruction": ask.format("Harbour Grill")},
+                         {"instruction": ask.format("Harbour Grill - Seafood and Steaks")})
+    assert kind == "paraphrased"
+    # an apostrophe is not a quote: no items, the wording decides
+    assert args_match({"q": "Kang's gym hours today"}, {"q": "Kang's gym hours"})[0] == "paraphrased"
+    steps = [("ask", {"instruction": ask.format(name)}, "No hours listed on this page.") for name in ("Blue Door Cafe", "Harbour Grill")]
+    assert _onset(steps) == (None, None)
+
+
 def test_echo_of_the_query_is_not_news():
     # A failed search echoes its own query; with no new suggestion it brings nothing.
     steps = [("search", {"query": "Foo Bar"}, "Could not find Foo Bar. Similar: ['Baz', 'Qux']"),
