@@ -15,7 +15,9 @@ reads the judged call's own result (hindsight). The rules, all general:
   whole) already appeared in earlier results — strictly in its opening words, with a
   small share of new words allowed further on in long results. A result that names where
   it is (a line with a URL: a browser's page and viewport) brings news when that place is
-  new, and on a known place a larger share of new words is screen noise (OCR, banners).
+  new, and on a known place a larger share of new words is screen noise (OCR, banners) —
+  unless the result reports an action never taken before (a new control clicked), whose
+  effect those words are.
   An action that its delegation's reply already reported (the orchestrator's instruction,
   then the sub-agent's own call) is judged against what was known before the delegation.
   A call with no recorded result adds nothing when the call it repeats got one (a
@@ -344,11 +346,17 @@ def novelty(node: ToolNode, seen: set[tuple[str, ...]]) -> Novelty:
     return Novelty(bool(new_head), len(new_rest) / len(rest) if rest else 0.0, len(rest), sample)
 
 
-def adds_nothing(nv: Novelty) -> bool:
-    """Nothing new up front, and at most a little noise (UI changes, OCR) in a long rest."""
+def adds_nothing(nv: Novelty, new_action: bool = False) -> bool:
+    """Nothing new up front, and at most a little noise (UI changes, OCR) in a long rest.
+
+    A known place re-rendered differs by more (OCR, banners) than other results, unless
+    the result reports an action never taken before (``new_action``): what changed on
+    the page then is that action's effect, and only the common allowance holds.
+    """
     if nv.head_new:
         return False
-    return nv.share == 0.0 or (nv.size >= NOISE_MIN_WORDS and nv.share <= (PLACE_NOISE_SHARE if nv.placed else NOISE_SHARE))
+    noise = PLACE_NOISE_SHARE if nv.placed and not new_action else NOISE_SHARE
+    return nv.share == 0.0 or (nv.size >= NOISE_MIN_WORDS and nv.share <= noise)
 
 
 def reports_cause(prev: ToolNode, node: ToolNode) -> bool:
@@ -358,6 +366,15 @@ def reports_cause(prev: ToolNode, node: ToolNode) -> bool:
     a, b = _result_text(prev), _result_text(node)
     return (a is not None and b is not None and prev.call.tool != node.call.tool
             and len(b.strip()) >= 20 and b.strip() in a)
+
+
+def reports_new_action(path: list[ToolNode], j: int) -> bool:
+    """Whether ``path[j]`` is a delegation whose reply reports the next call, an action
+    that re-issues no earlier call of the path (a control never clicked, a field never filled)."""
+    if j + 1 >= len(path) or not reports_cause(path[j], path[j + 1]):
+        return False
+    act = path[j + 1].call
+    return not any(e.call.tool == act.tool and args_match(e.call.args, act.args) for e in path[:j])
 
 
 def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidence | None]:
@@ -370,7 +387,7 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
     for j, node in enumerate(path):
         nv = novelty(node, seen_before_prev if j and reports_cause(path[j - 1], node) else seen)
         known = result_known(node.observation)
-        nothing = known and adds_nothing(nv)
+        nothing = known and adds_nothing(nv, reports_new_action(path, j))
         ev = None
         if _note_to_self(node):
             out[node.id] = None

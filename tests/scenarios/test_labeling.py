@@ -73,6 +73,32 @@ def test_echo_of_the_query_is_not_news():
     assert _onset(steps) == (1, "cosmetic")
 
 
+def _page(extra: list[str]) -> str:
+    """A browser's view: where it is (a URL line), then page text of 100 distinct words plus ``extra``."""
+    return ("Here is a screenshot of [Library](https://library.example/catalogue). The viewport shows 40% of the page.\n"
+            + " ".join([f"shelf{i}" for i in range(100)] + extra))
+
+
+def _delegations(second_target: str) -> Episode:
+    # orchestrator -> browser agent; the agent's own action follows, its reply echoed in the delegation's result
+    steps = []
+    for instruction, target, page in (
+            ("Please open the catalogue and find the opening hours of the library.", "Catalogue", _page([])),
+            ("Please find the opening hours of the library in its catalogue page.", second_target,
+             _page([f"hours{i}" for i in range(16)]))):
+        steps.append(("Browser", {"instruction": instruction}, f"I clicked '{target}'.\n\n{page}"))
+        steps.append(("click", {"target": target}, page))
+    return linear_episode("d", steps)
+
+
+def test_new_action_on_a_known_page_is_judged_without_the_screen_noise_allowance():
+    # Re-worded instruction, same page, 16 new words in ~135 (12%): after a click on a control
+    # never clicked before, that is the click's effect, not OCR noise ...
+    assert propose(_delegations("Opening hours"))[1].onset is None
+    # ... while the same change after re-clicking the same control is screen noise.
+    assert propose(_delegations("Catalogue"))[1].onset == 2
+
+
 def test_think_notes_are_never_judged():
     assert _onset([("think", {"t": "plan the trip"}, ""), ("think", {"t": "plan the trip now"}, "")]) == (None, None)
 
