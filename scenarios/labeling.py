@@ -8,13 +8,16 @@ reads the judged call's own result (hindsight). The rules, all general:
   normalisation — case, quoting, whitespace, code comments — (``cosmetic``), reworded
   natural-language text with the same content words (``paraphrased``; never for code:
   changed code is a re-test), or equal but for one nudged value that is not an
-  identifier (``drift``; another id, item or route is another call);
+  identifier (``drift``; another id, item or route is another call — so is a text that
+  quotes other names than the earlier one: "check 'A'" then "check 'B'" is fan-out);
 - *adds nothing*: the result is identical to the re-issued call's result, or every word
   of it (less the words of the call's own arguments, which results echo; numbers count
   whole) already appeared in earlier results — strictly in its opening words, with a
   small share of new words allowed further on in long results. A result that names where
   it is (a line with a URL: a browser's page and viewport) brings news when that place is
-  new, and on a known place a larger share of new words is screen noise (OCR, banners).
+  new, and on a known place a larger share of new words is screen noise (OCR, banners) —
+  unless the result reports an action never taken before (a new control clicked), whose
+  effect those words are.
   An action that its delegation's reply already reported (the orchestrator's instruction,
   then the sub-agent's own call) is judged against what was known before the delegation.
   A call with no recorded result adds nothing when the call it repeats got one (a
@@ -43,6 +46,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any, Iterable
 
+from detectors.protocol import result_known
 from scenarios import realsuite
 from scenarios.tree import Episode, Label, ToolNode
 
@@ -184,6 +188,22 @@ def _identifier(path: str, value: Any) -> bool:
     )
 
 
+_QUOTED = re.compile(r"(?<!\w)['\"\u2018\u201c]([^'\"\u2018\u2019\u201c\u201d\n]+?)['\"\u2019\u201d](?!\w)")
+
+
+def quoted_items(text: str) -> frozenset[str]:
+    """The names a text quotes ("check 'Casino Royale'"): the items it is about."""
+    return frozenset(filter(None, (cosmetic(m) for m in _QUOTED.findall(text))))
+
+
+def other_items(x: str, y: str) -> bool:
+    """Whether two texts quote names and share none: the same request about another item
+    is fan-out, however alike the rest of the wording. A name inside a longer one (a page
+    by its short title) is the same item."""
+    a, b = quoted_items(x), quoted_items(y)
+    return bool(a) and bool(b) and not any(f" {p} " in f" {q} " or f" {q} " in f" {p} " for p in a for q in b)
+
+
 def args_match(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, float] | None:
     """How call ``b``'s arguments re-issue ``a``'s: (kind, similarity), or ``None``."""
     if a == b:
@@ -211,7 +231,7 @@ def args_match(a: dict[str, Any], b: dict[str, Any]) -> tuple[str, float] | None
                 kinds.append("cosmetic")
                 sims.append(1.0)
                 continue
-            if _identifier(k, x) or _identifier(k, y):
+            if _identifier(k, x) or _identifier(k, y) or other_items(x, y):
                 return None
             sim = text_similarity(x, y)
             if sim >= PARAPHRASE_JACCARD:
@@ -326,11 +346,17 @@ def novelty(node: ToolNode, seen: set[tuple[str, ...]]) -> Novelty:
     return Novelty(bool(new_head), len(new_rest) / len(rest) if rest else 0.0, len(rest), sample)
 
 
-def adds_nothing(nv: Novelty) -> bool:
-    """Nothing new up front, and at most a little noise (UI changes, OCR) in a long rest."""
+def adds_nothing(nv: Novelty, new_action: bool = False) -> bool:
+    """Nothing new up front, and at most a little noise (UI changes, OCR) in a long rest.
+
+    A known place re-rendered differs by more (OCR, banners) than other results, unless
+    the result reports an action never taken before (``new_action``): what changed on
+    the page then is that action's effect, and only the common allowance holds.
+    """
     if nv.head_new:
         return False
-    return nv.share == 0.0 or (nv.size >= NOISE_MIN_WORDS and nv.share <= (PLACE_NOISE_SHARE if nv.placed else NOISE_SHARE))
+    noise = PLACE_NOISE_SHARE if nv.placed and not new_action else NOISE_SHARE
+    return nv.share == 0.0 or (nv.size >= NOISE_MIN_WORDS and nv.share <= noise)
 
 
 def reports_cause(prev: ToolNode, node: ToolNode) -> bool:
@@ -342,6 +368,15 @@ def reports_cause(prev: ToolNode, node: ToolNode) -> bool:
             and len(b.strip()) >= 20 and b.strip() in a)
 
 
+def reports_new_action(path: list[ToolNode], j: int) -> bool:
+    """Whether ``path[j]`` is a delegation whose reply reports the next call, an action
+    that re-issues no earlier call of the path (a control never clicked, a field never filled)."""
+    if j + 1 >= len(path) or not reports_cause(path[j], path[j + 1]):
+        return False
+    act = path[j + 1].call
+    return not any(e.call.tool == act.tool and args_match(e.call.args, act.args) for e in path[:j])
+
+
 def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidence | None]:
     """node id -> the evidence that it is redundant (``None`` = not redundant), for one path."""
     out: dict[str, Evidence | None] = {}
@@ -351,7 +386,8 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
     last_write = -1
     for j, node in enumerate(path):
         nv = novelty(node, seen_before_prev if j and reports_cause(path[j - 1], node) else seen)
-        nothing = adds_nothing(nv) and node.observation is not None
+        known = result_known(node.observation)
+        nothing = known and adds_nothing(nv, reports_new_action(path, j))
         ev = None
         if _note_to_self(node):
             out[node.id] = None
@@ -365,11 +401,11 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
                 continue
             kind, sim = m
             same_result = _result_text(earlier) is not None and _result_text(earlier) == _result_text(node)
-            unrecorded = node.observation is None and earlier.observation is not None
+            # No result to judge: redundant only as a re-issue of a request that got one (fulfilled).
+            unrecorded = not known and result_known(earlier.observation)
             if not (same_result or nothing or unrecorded):
                 continue
-            if earlier.observation is not None and earlier.observation.error and node.observation is not None \
-                    and not node.observation.error:
+            if earlier.observation is not None and earlier.observation.error and known and not node.observation.error:
                 continue  # a retry that succeeded
             if kind == "stale" and i == j - 2 and j + 1 < len(path) and \
                     path[j + 1].call.tool == path[j - 1].call.tool and path[j + 1].call.args == path[j - 1].call.args:

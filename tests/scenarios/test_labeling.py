@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from detectors.protocol import Observation, ToolCall
+from detectors.protocol import UNRECORDED, Observation, ToolCall
 from scenarios.label_files import LabelsError, label_traces, read_labels, write_labels
 from scenarios.labeling import args_match, calls_sha1, label_episodes, propose
 from scenarios.trace import read_trace, write_trace
@@ -53,11 +53,50 @@ def test_cosmetic_and_paraphrased_and_drift_re_issues():
     assert args_match({"code": code}, {"code": "import y\nz = load()\nw = z * 2\nsave(w)\nprint(w)\n"}) is None
 
 
+def test_same_request_about_another_quoted_item_is_fan_out():
+    ask = "Please look up the opening hours of '{}' in the city guide and report them."
+    assert args_match({"instruction": ask.format("Blue Door Cafe")}, {"instruction": ask.format("Harbour Grill")}) is None
+    # the same item under a longer name is still the same request
+    kind, _ = args_match({"instruction": ask.format("Harbour Grill")},
+                         {"instruction": ask.format("Harbour Grill - Seafood and Steaks")})
+    assert kind == "paraphrased"
+    # an apostrophe is not a quote: no items, the wording decides
+    assert args_match({"q": "Kang's gym hours today"}, {"q": "Kang's gym hours"})[0] == "paraphrased"
+    steps = [("ask", {"instruction": ask.format(name)}, "No hours listed on this page.") for name in ("Blue Door Cafe", "Harbour Grill")]
+    assert _onset(steps) == (None, None)
+
+
 def test_echo_of_the_query_is_not_news():
     # A failed search echoes its own query; with no new suggestion it brings nothing.
     steps = [("search", {"query": "Foo Bar"}, "Could not find Foo Bar. Similar: ['Baz', 'Qux']"),
              ("search", {"query": "foo bar"}, "Could not find foo bar. Similar: ['Baz', 'Qux']")]
     assert _onset(steps) == (1, "cosmetic")
+
+
+def _page(extra: list[str]) -> str:
+    """A browser's view: where it is (a URL line), then page text of 100 distinct words plus ``extra``."""
+    return ("Here is a screenshot of [Library](https://library.example/catalogue). The viewport shows 40% of the page.\n"
+            + " ".join([f"shelf{i}" for i in range(100)] + extra))
+
+
+def _delegations(second_target: str) -> Episode:
+    # orchestrator -> browser agent; the agent's own action follows, its reply echoed in the delegation's result
+    steps = []
+    for instruction, target, page in (
+            ("Please open the catalogue and find the opening hours of the library.", "Catalogue", _page([])),
+            ("Please find the opening hours of the library in its catalogue page.", second_target,
+             _page([f"hours{i}" for i in range(16)]))):
+        steps.append(("Browser", {"instruction": instruction}, f"I clicked '{target}'.\n\n{page}"))
+        steps.append(("click", {"target": target}, page))
+    return linear_episode("d", steps)
+
+
+def test_new_action_on_a_known_page_is_judged_without_the_screen_noise_allowance():
+    # Re-worded instruction, same page, 16 new words in ~135 (12%): after a click on a control
+    # never clicked before, that is the click's effect, not OCR noise ...
+    assert propose(_delegations("Opening hours"))[1].onset is None
+    # ... while the same change after re-clicking the same control is screen noise.
+    assert propose(_delegations("Catalogue"))[1].onset == 2
 
 
 def test_think_notes_are_never_judged():
@@ -76,6 +115,20 @@ def test_repeat_without_result_of_a_fulfilled_request():
     _, p = propose(ep)
     assert p.onset == 1 and p.evidence[0]["note"] == "no result recorded"
     assert p.confidence < propose(linear_episode("f", [("ask", {"q": "x"}, "a"), ("ask", {"q": "x"}, "a")]))[1].confidence
+
+
+def test_repeat_of_a_request_that_never_got_a_reply_is_not_judged_fulfilled():
+    # Both delegations ran without a recorded reply: nothing says the request was ever
+    # fulfilled, so the second is not "no reply to a request already fulfilled".
+    ep = Episode("u")
+    ep.add(ToolNode("a", None, ToolCall("ask", {"q": "x"}, "a"), UNRECORDED))
+    ep.add(ToolNode("b", "a", ToolCall("ask", {"q": "x"}, "b"), UNRECORDED))
+    assert propose(ep)[1].onset is None
+    # ... while an unrecorded re-issue of an answered request is one.
+    ep.add(ToolNode("c", "b", ToolCall("ask", {"q": "y"}, "c"), Observation("answer y", False)))
+    ep.add(ToolNode("d", "c", ToolCall("ask", {"q": "y"}, "d"), UNRECORDED))
+    _, p = propose(ep)
+    assert p.onset == 3 and p.evidence[0]["note"] == "no result recorded"
 
 
 def test_tree_branches_judged_on_their_own_path():
