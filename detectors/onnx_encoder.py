@@ -30,6 +30,8 @@ import numpy as np
 DEFAULT_ONNX_DIR = Path.home() / ".cache" / "loopbench" / "onnx"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _EXPORT_LOCK = threading.Lock()
+#: Sessions a forked child inherited from its parent (see ``OnnxEncoder.session``).
+_INHERITED_SESSIONS: list = []
 
 
 def max_tokens(model_dir: Path) -> int:
@@ -145,6 +147,11 @@ class OnnxEncoder:
     def session(self):
         if self._session is None or self._pid != os.getpid():
             import onnxruntime as ort
+
+            if self._session is not None:
+                # A session made before fork(): its thread pool's threads are not in this
+                # process, so destroying it waits on them for ever. Keep it, never used.
+                _INHERITED_SESSIONS.append(self._session)
 
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads

@@ -123,17 +123,30 @@ print("ok")
 """
 
 
+def _have_onnx() -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) for m in ("onnxruntime", "onnx"))
+
+
 @pytest.mark.model
-def test_pool_workers_forked_after_the_parent_encoded_do_not_hang(tmp_path):
+@pytest.mark.parametrize("backend", ["torch", pytest.param("onnx", marks=pytest.mark.skipif(
+    not _have_onnx(), reason="onnxruntime and onnx are not installed"))])
+def test_pool_workers_forked_after_the_parent_encoded_do_not_hang(tmp_path, backend):
     # torch's thread pool deadlocks in a forked child once the parent has used it; the
     # pool's workers are forked, so the child must drop to one thread (register_at_fork).
+    # With ONNX, a child that dropped the session it inherited hung in the session's
+    # destructor, joining two threads that exist only in the parent (hung every time
+    # here with two threads before the fix).
     import os
     import subprocess
     import sys
 
     import signal
 
-    env = {**os.environ, "LOOPBENCH_EMBED_CACHE": str(tmp_path / "cache")}  # cold: the workers encode
+    env = {**os.environ, "LOOPBENCH_EMBED_CACHE": str(tmp_path / "cache"),  # cold: the workers encode
+           "LOOPBENCH_EMBED_BACKEND": backend, "LOOPBENCH_TORCH_THREADS": "2",
+           "LOOPBENCH_ONNX_DIR": str(tmp_path / "onnx")}
     proc = subprocess.Popen([sys.executable, "-c", FORK_AFTER_ENCODE], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
                             start_new_session=True)
