@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -12,6 +13,18 @@ from scenarios.base import healthy_families, loop_families, registered
 from scenarios.files import atomic_write
 from sim.config.runfolder import read_run_manifest
 from sim.numbers import number_text
+
+
+def _family_table(m: pd.DataFrame, dets: list[str], families: list[str], cell: Callable[[pd.Series], str]) -> str:
+    """One row per detector, one column per family: ``cell`` of its metrics row, ``–`` where it has none."""
+    rows = []
+    for d in dets:
+        row = [f"`{d}`"]
+        for f in families:
+            sel = m[(m["detector"] == d) & (m["family"] == f)]
+            row.append(cell(sel.iloc[0]) if len(sel) else "–")
+        rows.append(row)
+    return _table(["detector"] + families, rows)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -61,30 +74,14 @@ def scoreboard_text(run_dir: Path) -> str:
             if loops:
                 parts.append("## Loop families: miss rate (lower is better), median delay in brackets")
                 parts.append("")
-                rows = []
-                for d in dets:
-                    row = [f"`{d}`"]
-                    for f in loops:
-                        sel = m[(m["detector"] == d) & (m["family"] == f)]
-                        if not len(sel):
-                            row.append("–")
-                            continue
-                        r = sel.iloc[0]
-                        row.append(f"{number_text(r['miss_rate'], pct=True, digits=0)} ({number_text(r['median_delay'], digits=0)})")
-                    rows.append(row)
-                parts.append(_table(["detector"] + loops, rows))
+                parts.append(_family_table(m, dets, loops, lambda r: f"{number_text(r['miss_rate'], pct=True, digits=0)} "
+                                                                     f"({number_text(r['median_delay'], digits=0)})"))
                 parts.append("")
             if healthy:
                 parts.append("## Healthy families: false-alarm rate (lower is better)")
                 parts.append("")
-                rows = []
-                for d in dets:
-                    row = [f"`{d}`"]
-                    for f in healthy:
-                        sel = m[(m["detector"] == d) & (m["family"] == f)]
-                        row.append(number_text(sel.iloc[0]["false_alarm_rate"], pct=True, digits=0) if len(sel) else "–")
-                    rows.append(row)
-                parts.append(_table(["detector"] + healthy, rows))
+                parts.append(_family_table(m, dets, healthy,
+                                           lambda r: number_text(r["false_alarm_rate"], pct=True, digits=0)))
                 parts.append("")
     cpath = run_dir / "closed_metrics.csv"
     if cpath.exists():
