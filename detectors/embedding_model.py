@@ -39,10 +39,9 @@ BACKEND_ENV = "LOOPBENCH_EMBED_BACKEND"
 #: Environment variable naming the directory of exported ONNX files (default ~/.cache/loopbench/onnx).
 ONNX_DIR_ENV = "LOOPBENCH_ONNX_DIR"
 #: ``torch``: sentence-transformers on PyTorch (the reference, and the default); ``onnx``: the
-#: same graph on onnxruntime (same vectors to ~1e-6, about half the CPU, no torch import once
-#: exported; not the default yet: in tests/detectors/test_embedding_model.py's fork test, a
-#: pool worker forked after its parent had encoded with a two-thread session hung, with one
-#: thread it passed; the cause is not found); ``onnx-int8``: its weights
+#: same graph on onnxruntime (same vectors to ~1e-6, less CPU, no torch import once
+#: exported; a forked pool worker keeps the session it inherited rather than destroying it,
+#: see ``OnnxEncoder.session``); ``onnx-int8``: its weights
 #: quantised to int8 (faster still, but it moves similarities by up to ~0.15). See
 #: ``detectors/onnx_encoder.py`` and ``bench/bench_cold_start.py``.
 BACKENDS = ("torch", "onnx", "onnx-int8")
