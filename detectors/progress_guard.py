@@ -76,6 +76,11 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     (r"http|fetch|request|download|curl|url|api|web_get|get_page", "retry"),
 )
 
+#: Tools that search a fixed text for a literal phrase (find in page, a ReAct ``Lookup``,
+#: grep): a phrase that was not there is not there inside a longer phrase either.
+#: ``tool_overrides={"find": {"literal_find": True}}`` names others.
+LITERAL_FIND = re.compile(r"lookup|grep|find_in_page|find_on_page|search_in_page|ctrl_f|find_text")
+
 _FREE_KEYS = frozenset((
     "query", "q", "queries", "prompt", "text", "message", "question", "instruction", "instructions",
     "task", "description", "search", "search_query", "keywords", "keyword", "topic", "goal", "request",
@@ -239,6 +244,8 @@ class GuardState:
     silent: PathCounts = field(default_factory=PathCounts)
     last_write_shape: int | None = None  # the last write with its digits masked
     write_drift: bool = False  # the last write was the one before it with other numbers
+    # (tool, skeleton, phrase) of literal finds that found nothing, since any other tool ran
+    not_there: tuple[tuple[str, int, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,6 +466,9 @@ class ProgressGuard(Detector):
             last_step, informative = fam
             if not informative and state.last_mutation <= last_step and last_step >= state.fresh_from:
                 return _Finding("drift", "differs from an earlier call only in its numbers, and that call returned nothing new"), 1.0
+        if state.not_there and p.free and (missed := self._known_missing(state, tool, p)) is not None:
+            return _Finding("not_there", f"looks for a phrase containing {missed!r}, which the same text "
+                                         "was already searched for without a match"), 1.0
         silent = state.silent.get((tool, p.skeleton)) if p.free and mode != "mutating" else None
         if silent is not None and silent >= self._param(tool, "same_error_limit"):
             return _Finding("no_reply", f"asks again, in new words, after {silent} requests in a row got no reply "
@@ -488,6 +498,33 @@ class ProgressGuard(Detector):
         """The call asks for an item an earlier result listed (a suggested title): following
         a lead is not rewording an old request."""
         return any(("\x01item", _norm_text(t.strip("\"' "))) in state.lines for t in p.free)
+
+    def _literal_find(self, tool: str) -> bool:
+        return bool(tool_param(self.tool_overrides, tool, "literal_find", LITERAL_FIND.search(tool.lower())))
+
+    @staticmethod
+    def _known_missing(state: GuardState, tool: str, p: _Prepared) -> str | None:
+        """An earlier phrase, not found, that this find's phrase contains as whole words.
+
+        Why it is general: a literal find over unchanged text (Ctrl-F, ReAct's ``Lookup``,
+        grep) cannot match ``"harbour bridge opening"`` where ``"harbour bridge"`` matched
+        nothing, whatever the wording around it. ``not_there`` is emptied whenever another
+        tool runs, since that may change the text searched (a new page, a written file).
+        """
+        phrase = " | ".join(p.free)
+        for t, skeleton, missed in state.not_there:
+            if t == tool and skeleton == p.skeleton and re.search(rf"(?<!\w){re.escape(missed)}(?!\w)", phrase):
+                return missed
+        return None
+
+    def _not_there_after(self, state: GuardState, call: ToolCall, p: _Prepared, not_found: bool, items: set) -> tuple:
+        """``GuardState.not_there`` after ``call``: a literal find that matched nothing (and
+        listed nothing) adds its phrase; a call of any other tool clears the list."""
+        if not self._literal_find(call.tool):
+            return ()
+        if not_found and not items and p.free:
+            return state.not_there + ((call.tool, p.skeleton, " | ".join(p.free)),)
+        return state.not_there
 
     def _semantic(self, state: GuardState, tool: str, p: _Prepared) -> tuple[_Finding | None, float]:
         earlier = []
@@ -664,6 +701,7 @@ class ProgressGuard(Detector):
             last_text=masked[:50_000], last_informative=informative, silent=silent,
             last_write_shape=p.shape if mode == "mutating" else state.last_write_shape,
             write_drift=(p.shape == state.last_write_shape) if mode == "mutating" else state.write_drift,
+            not_there=self._not_there_after(state, call, p, not_found, items),
         )
 
     def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:
@@ -693,6 +731,7 @@ class ProgressGuard(Detector):
             # A request to a target that answered before, with no reply again (see ``silent``).
             silent = silent.set((call.tool, p.skeleton), silent.get((call.tool, p.skeleton)) + 1)
         return replace(state, step=state.step + 1, keys=keys, families=families, silent=silent,
+                       not_there=state.not_there if self._literal_find(call.tool) else (),
                        last_mutation=state.step if mutating else state.last_mutation,
                        error_tool=error_tool, error_key=error_key, error_run=error_run,
                        strikes=state.strikes + (1 if decision.alarm else 0),
