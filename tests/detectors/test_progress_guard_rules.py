@@ -245,3 +245,34 @@ def test_a_longer_phrase_around_one_a_literal_find_did_not_find_is_a_loop():
     g3 = _guard()  # without the override, a tool that is not a literal find is left alone
     g3.record("find", {"text": "exit code"}, "No matches")
     assert g3.check("find", {"text": "nonzero exit code"}).verdict is Verdict.ALLOW
+
+
+def test_no_reply_to_a_near_verbatim_repeat_of_an_answered_request_is_enough_silence():
+    from detectors.embedding_model import Embedder, HashingEncoder
+    from detectors.protocol import allow
+
+    def guard() -> LoopGuard:  # bag-of-words vectors: shared words make texts similar
+        return LoopGuard(ProgressGuard(embedder=Embedder(encode=HashingEncoder(), model_name="fake-bow")))
+
+    ask = {"instruction": "Please look up the bus timetable from Leeds to York for Sunday"}
+    again = {"instruction": "Look up the bus timetable from Leeds to York for Sunday"}
+    other = {"instruction": "Find the train fares between Leeds and York"}
+    reply = "I opened the timetable page. Buses leave Leeds at 9:10 and 11:40 on Sundays."
+    g = guard()
+    g.record("WebSurfer", ask, reply)
+    assert g.check("WebSurfer", again).verdict is Verdict.ALLOW  # asking again may be fine...
+    g.record("WebSurfer", again, None)  # ...but the same request, already answered, got no reply
+    d = g.check("WebSurfer", other)
+    assert d.verdict is Verdict.NUDGE and "word-for-word" in d.message
+    assert g.check("Coder", other).verdict is Verdict.ALLOW  # another target is not concerned
+    # the harness let it run anyway, and a reply came: that clears it
+    g.record("WebSurfer", other, "Train fares from Leeds to York start at 9 pounds.", decision=allow(0))
+    assert g.check("WebSurfer", {"instruction": "Which platform does the York train use?"}).verdict is Verdict.ALLOW
+    g2 = guard()  # a follow-up in other words that got no reply is one silence, not enough alone
+    g2.record("WebSurfer", ask, reply)
+    g2.record("WebSurfer", {"instruction": "Confirm whether the 11:40 service stops at Tadcaster"}, None)
+    assert g2.check("WebSurfer", other).verdict is Verdict.ALLOW
+    g3 = guard()  # an empty reply counts as no reply
+    g3.record("WebSurfer", ask, reply)
+    g3.record("WebSurfer", again, "")
+    assert g3.check("WebSurfer", other).verdict is Verdict.NUDGE
