@@ -76,6 +76,16 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     (r"http|fetch|request|download|curl|url|api|web_get|get_page", "retry"),
 )
 
+#: Tools that search a fixed text for a literal phrase (find in page, a ReAct ``Lookup``,
+#: grep): a phrase that was not there is not there inside a longer phrase either. Whole
+#: names only: ``lookup_user`` may match records exactly, not by substring.
+#: ``tool_overrides={"find": {"literal_find": True}}`` names others.
+LITERAL_FIND = re.compile(r"^(lookup|grep|rg|ctrl_f)$|find_(in|on)_page|search_in_page|find_text")
+
+#: Cosine above which a request is the same request nearly word for word (a few words
+#: added, dropped or swapped), not merely the same intent (``similarity``).
+NEAR_VERBATIM = 0.9
+
 _FREE_KEYS = frozenset((
     "query", "q", "queries", "prompt", "text", "message", "question", "instruction", "instructions",
     "task", "description", "search", "search_query", "keywords", "keyword", "topic", "goal", "request",
@@ -239,6 +249,11 @@ class GuardState:
     silent: PathCounts = field(default_factory=PathCounts)
     last_write_shape: int | None = None  # the last write with its digits masked
     write_drift: bool = False  # the last write was the one before it with other numbers
+    # (tool, skeleton, phrase) of literal finds that found nothing, since any other tool ran
+    not_there: tuple[tuple[str, int, str], ...] = ()
+    # (tool, skeleton) whose last request repeated, nearly word for word, an answered one
+    # and got no reply (see ``ProgressGuard._unanswered_repeats_after``)
+    unanswered_repeat: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,10 +474,16 @@ class ProgressGuard(Detector):
             last_step, informative = fam
             if not informative and state.last_mutation <= last_step and last_step >= state.fresh_from:
                 return _Finding("drift", "differs from an earlier call only in its numbers, and that call returned nothing new"), 1.0
+        if state.not_there and p.free and (missed := self._known_missing(state, tool, p)) is not None:
+            return _Finding("not_there", f"looks for a phrase containing {missed!r}, which the same text "
+                                         "was already searched for without a match"), 1.0
         silent = state.silent.get((tool, p.skeleton)) if p.free and mode != "mutating" else None
         if silent is not None and silent >= self._param(tool, "same_error_limit"):
             return _Finding("no_reply", f"asks again, in new words, after {silent} requests in a row got no reply "
                                         "from a target that answered before"), 1.0
+        if silent is not None and (tool, p.skeleton) in state.unanswered_repeat:
+            return _Finding("no_reply", "asks again after the previous request, a near word-for-word repeat of one "
+                                        "already answered, got no reply"), 1.0
         if (state.error_run >= self._param(tool, "same_error_limit") and state.error_tool == tool
                 and mode != "exempt"):
             return _Finding("same_error", f"follows {state.error_run} failures of {tool} in a row with the same error"), 1.0
@@ -488,6 +509,63 @@ class ProgressGuard(Detector):
         """The call asks for an item an earlier result listed (a suggested title): following
         a lead is not rewording an old request."""
         return any(("\x01item", _norm_text(t.strip("\"' "))) in state.lines for t in p.free)
+
+    def _literal_find(self, tool: str) -> bool:
+        return bool(tool_param(self.tool_overrides, tool, "literal_find", LITERAL_FIND.search(tool.lower())))
+
+    @staticmethod
+    def _known_missing(state: GuardState, tool: str, p: _Prepared) -> str | None:
+        """An earlier phrase, not found, that this find's phrase contains as whole words.
+
+        Why it is general: a literal find over unchanged text (Ctrl-F, ReAct's ``Lookup``,
+        grep) cannot match ``"harbour bridge opening"`` where ``"harbour bridge"`` matched
+        nothing, whatever the wording around it. ``not_there`` is emptied whenever another
+        tool runs, since that may change the text searched (a new page, a written file).
+        """
+        phrase = " | ".join(p.free)
+        for t, skeleton, missed in state.not_there:
+            if t == tool and skeleton == p.skeleton and re.search(rf"(?<!\w){re.escape(missed)}(?!\w)", phrase):
+                return missed
+        return None
+
+    def _not_there_after(self, state: GuardState, call: ToolCall, p: _Prepared, not_found: bool, items: set) -> tuple:
+        """``GuardState.not_there`` after ``call``: a literal find that matched nothing (and
+        listed nothing) adds its phrase; a call of any other tool clears the list."""
+        if not self._literal_find(call.tool):
+            return ()
+        if not_found and not items and p.free:
+            return state.not_there + ((call.tool, p.skeleton, " | ".join(p.free)),)
+        return state.not_there
+
+    def _unanswered_repeats_after(self, state: GuardState, call: ToolCall, p: _Prepared, answered: bool) -> tuple:
+        """``GuardState.unanswered_repeat`` after a free-text request to a target that
+        answered before: a reply clears its target; no reply to a request that repeats,
+        nearly word for word (cosine >= ``NEAR_VERBATIM``), an earlier request whose reply
+        told something new adds it, and the next request to that target is a loop.
+
+        Why it is general: an orchestrator that re-sends a request already fulfilled and
+        hears nothing back has learned nothing, whatever the reason for the silence; one
+        such silence is enough evidence when the request was the same one, while a
+        follow-up in other words (a refinement) still gets ``same_error_limit`` silences.
+        """
+        key = (call.tool, p.skeleton)
+        if answered:
+            return tuple(k for k in state.unanswered_repeat if k != key) if key in state.unanswered_repeat else state.unanswered_repeat
+        if key in state.unanswered_repeat or not self.semantic or not self._repeats_fulfilled(state, call.tool, p):
+            return state.unanswered_repeat
+        return state.unanswered_repeat + (key,)
+
+    def _repeats_fulfilled(self, state: GuardState, tool: str, p: _Prepared) -> bool:
+        earlier = []
+        e = state.sem
+        while e is not None and e.step >= state.fresh_from:
+            if e.tool == tool and e.skeleton == p.skeleton and e.informative:
+                earlier.append(e.text)
+            e = e.parent
+        if not earlier:
+            return False
+        vecs = self._vectors([" | ".join(p.free)] + earlier)
+        return vecs is not None and float(np.max(vecs[1:] @ vecs[0])) >= NEAR_VERBATIM
 
     def _semantic(self, state: GuardState, tool: str, p: _Prepared) -> tuple[_Finding | None, float]:
         earlier = []
@@ -623,6 +701,7 @@ class ProgressGuard(Detector):
         write_ok = mode == "mutating" and not observation.error
         families = state.families.set(p.family, (state.step, informative or write_ok))
         silent = state.silent
+        unanswered_repeat = state.unanswered_repeat
         if p.free and mode != "mutating":
             skey = (call.tool, p.skeleton)
             if all_tokens or observation.error:
@@ -630,6 +709,8 @@ class ProgressGuard(Detector):
                     silent = silent.set(skey, 0)  # answered: later silence counts from here
             elif skey in silent:
                 silent = silent.set(skey, silent.get(skey) + 1)
+            if skey in state.silent:
+                unanswered_repeat = self._unanswered_repeats_after(state, call, p, bool(all_tokens or observation.error))
         sem = state.sem
         if p.free:
             sem = SemEntry(call.tool, p.skeleton, " | ".join(p.free), informative, call, state.step, sem)
@@ -666,6 +747,7 @@ class ProgressGuard(Detector):
             last_text=masked[:50_000], last_informative=informative, silent=silent,
             last_write_shape=p.shape if mode == "mutating" else state.last_write_shape,
             write_drift=(p.shape == state.last_write_shape) if mode == "mutating" else state.write_drift,
+            not_there=self._not_there_after(state, call, p, not_found, items), unanswered_repeat=unanswered_repeat,
         )
 
     def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:
@@ -694,7 +776,12 @@ class ProgressGuard(Detector):
         if p.free and not mutating and (call.tool, p.skeleton) in silent:
             # A request to a target that answered before, with no reply again (see ``silent``).
             silent = silent.set((call.tool, p.skeleton), silent.get((call.tool, p.skeleton)) + 1)
+            unanswered_repeat = self._unanswered_repeats_after(state, call, p, False)
+        else:
+            unanswered_repeat = state.unanswered_repeat
         return replace(state, step=state.step + 1, keys=keys, families=families, silent=silent,
+                       unanswered_repeat=unanswered_repeat,
+                       not_there=state.not_there if self._literal_find(call.tool) else (),
                        last_mutation=state.step if mutating else state.last_mutation,
                        error_tool=error_tool, error_key=error_key, error_run=error_run,
                        strikes=state.strikes + (1 if decision.alarm else 0),

@@ -220,3 +220,59 @@ def test_asking_a_target_that_answered_before_again_in_new_words_after_silence_i
     for text in ("Please find the deliveries policy.", "Try once more to find shipping rules."):
         g2.record("delegate", {"agent": "Coder", "instruction": text}, "")
     assert g2.check("delegate", {"agent": "Coder", "instruction": "Can you check the delivery terms?"}).verdict is Verdict.ALLOW
+
+
+# -- rules for misses on real traces (issue 14, recall pass) ------------------------------------
+def test_a_longer_phrase_around_one_a_literal_find_did_not_find_is_a_loop():
+    g = _guard()
+    g.record("search", {"query": "Lake Baikal"}, "Lake Baikal is a rift lake in Siberia, the deepest lake on Earth.")
+    g.record("lookup", {"keyword": "seal"}, "No Results")
+    # "seal" is not on the page, so no phrase around it can be: rewording does not help
+    d = g.check("lookup", {"keyword": "Baikal freshwater seal"})
+    assert d.verdict is Verdict.NUDGE and "'seal'" in d.message
+    assert g.check("lookup", {"keyword": "seal"}).verdict is Verdict.NUDGE  # the very same phrase too
+    # another phrase, or one that only shares part of a word, may still be there
+    assert g.check("lookup", {"keyword": "depth"}).verdict is Verdict.ALLOW
+    assert g.check("lookup", {"keyword": "sealing"}).verdict is Verdict.ALLOW
+    # a search for the phrase (not a literal find) may hit another page: not this rule
+    assert g.check("search", {"query": "Baikal seal"}).verdict is Verdict.ALLOW
+    g.record("search", {"query": "Baikal seal"}, "The Baikal seal is a species of earless seal endemic to Lake Baikal.")
+    # another tool ran: the text being searched may have changed
+    assert g.check("lookup", {"keyword": "freshwater seal"}).verdict is Verdict.ALLOW
+    g2 = LoopGuard(ProgressGuard(semantic=False, tool_overrides={"find": {"literal_find": True}}))
+    g2.record("find", {"text": "exit code"}, "No matches")
+    assert g2.check("find", {"text": "nonzero exit code"}).verdict is Verdict.NUDGE  # named by an override
+    g3 = _guard()  # without the override, a tool that is not a literal find is left alone
+    g3.record("find", {"text": "exit code"}, "No matches")
+    assert g3.check("find", {"text": "nonzero exit code"}).verdict is Verdict.ALLOW
+
+
+def test_no_reply_to_a_near_verbatim_repeat_of_an_answered_request_is_enough_silence():
+    from detectors.embedding_model import Embedder, HashingEncoder
+    from detectors.protocol import allow
+
+    def guard() -> LoopGuard:  # bag-of-words vectors: shared words make texts similar
+        return LoopGuard(ProgressGuard(embedder=Embedder(encode=HashingEncoder(), model_name="fake-bow")))
+
+    ask = {"instruction": "Please look up the bus timetable from Leeds to York for Sunday"}
+    again = {"instruction": "Look up the bus timetable from Leeds to York for Sunday"}
+    other = {"instruction": "Find the train fares between Leeds and York"}
+    reply = "I opened the timetable page. Buses leave Leeds at 9:10 and 11:40 on Sundays."
+    g = guard()
+    g.record("WebSurfer", ask, reply)
+    assert g.check("WebSurfer", again).verdict is Verdict.ALLOW  # asking again may be fine...
+    g.record("WebSurfer", again, None)  # ...but the same request, already answered, got no reply
+    d = g.check("WebSurfer", other)
+    assert d.verdict is Verdict.NUDGE and "word-for-word" in d.message
+    assert g.check("Coder", other).verdict is Verdict.ALLOW  # another target is not concerned
+    # the harness let it run anyway, and a reply came: that clears it
+    g.record("WebSurfer", other, "Train fares from Leeds to York start at 9 pounds.", decision=allow(0))
+    assert g.check("WebSurfer", {"instruction": "Which platform does the York train use?"}).verdict is Verdict.ALLOW
+    g2 = guard()  # a follow-up in other words that got no reply is one silence, not enough alone
+    g2.record("WebSurfer", ask, reply)
+    g2.record("WebSurfer", {"instruction": "Confirm whether the 11:40 service stops at Tadcaster"}, None)
+    assert g2.check("WebSurfer", other).verdict is Verdict.ALLOW
+    g3 = guard()  # an empty reply counts as no reply
+    g3.record("WebSurfer", ask, reply)
+    g3.record("WebSurfer", again, "")
+    assert g3.check("WebSurfer", other).verdict is Verdict.NUDGE
