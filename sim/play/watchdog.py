@@ -8,9 +8,10 @@ Two layers, because no single one catches every hang:
    thread's ``time.thread_time``), or has been running for :func:`blocked_limit` in wall time
    (a call blocked without computing: a sleep, a lock, a C call that lets signals through).
    CPU time, because wall time is not the call's own: beside another run (load ~25 on 2
-   cores) a µs check whose process was off the CPU for 5 s — descheduled, or stalled on a
-   page fault — was failed as "took longer than 5 s". The wall-clock backstop is far beyond
-   any such stall. ``CheckTimeout`` derives from ``BaseException`` so a detector's
+   cores) a healthy µs check was failed as "took longer than 5 s" — a process waits for a
+   CPU mid-call, and what a call pays for stretches tenfold (a full garbage collection,
+   0.4 s of CPU, took 6 s of wall at load 13). The wall-clock backstop is far beyond any
+   such stall. ``CheckTimeout`` derives from ``BaseException`` so a detector's
    ``except Exception`` cannot swallow it; a detector that swallows even that is
    interrupted again after each further limit. The caller turns it into a
    ``DetectorFailure`` for that episode.
