@@ -19,7 +19,7 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, check_timeout_value, defa
 @click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters).")
 @click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE (repeatable).")
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
-@click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
+@click.option("--check-timeout", type=click.FloatRange(0), default=None, help="CPU seconds a detector call may use before its episode fails (one blocked without computing: after the limit plus 60 s); 0 = no limit. [default: 5]")
 @click.option("--labels", "labels_path", default=None,
               help="A labels file (from `loopbench label --review`'s export): its labels are applied to the traces "
                    "they match by call-list hash, which makes them scoreable.")

@@ -25,7 +25,7 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
 @engine_options
 @click.option("--embed-cache", default=None, help="Directory for the embedding cache, or 'off'. [default: ~/.cache/loopbench/embeddings]")
-@click.option("--check-timeout", type=click.FloatRange(0), default=None, help="Seconds a detector call may take before its episode fails; 0 = no limit. [default: 5]")
+@click.option("--check-timeout", type=click.FloatRange(0), default=None, help="CPU seconds a detector call may use before its episode fails (one blocked without computing: after the limit plus 60 s); 0 = no limit. [default: 5]")
 @click.option("--resume", is_flag=True, help="Finish an interrupted run in --out: same options, only the missing detector tasks (or only the report) run.")
 @click.option("--force", is_flag=True, help="Empty --out first when it holds an earlier run (without it, a non-empty --out is refused).")
 @click.option("--corpus", default=None, help="With a real suite: a local copy of the corpora, for the traces that "

@@ -12,7 +12,7 @@ from detectors.registry import make_detector
 from scenarios.suites import Suite
 from sim.scoring.outcomes import DELTA
 
-#: Seconds one detector call may take before its episode fails (``--check-timeout``).
+#: CPU seconds one detector call may use before its episode fails (``--check-timeout``).
 DEFAULT_CHECK_TIMEOUT = 5.0
 
 
@@ -48,7 +48,7 @@ class RunConfig:
     #: Where tasks run (a ``sim.execute.engines.Engine``; None = the local pool); never part
     #: of the results or the hash.
     engine: Any = None
-    check_timeout: float | None = DEFAULT_CHECK_TIMEOUT  # seconds per detector call; None = no limit
+    check_timeout: float | None = DEFAULT_CHECK_TIMEOUT  # CPU seconds per detector call; None = no limit
     resume: bool = False  # reuse the finished tasks checkpointed in ``out/.parts`` (sim.execute.checkpoint)
     #: A real suite's local copy of the corpora (for traces not shipped as package data).
     corpus_dir: str | None = None

@@ -2,17 +2,24 @@
 
 Two layers, because no single one catches every hang:
 
-1. In the process that runs the detector, a repeating ``SIGALRM`` tick looks at how long
-   the current detector call (``start``, ``check``, ``record`` or ``on_message``) has been
-   running and, past the limit, raises :class:`CheckTimeout` into it. It derives from
-   ``BaseException`` so a detector's ``except Exception`` cannot swallow it; a detector
-   that swallows even that is interrupted again after each further limit. The caller
-   turns it into a ``DetectorFailure`` for that episode.
+1. In the process that runs the detector, a repeating ``SIGALRM`` tick looks at the current
+   detector call (``start``, ``check``, ``record`` or ``on_message``) and raises
+   :class:`CheckTimeout` into it when it has used more than the limit in CPU time (the
+   thread's ``time.thread_time``), or has been running for :func:`blocked_limit` in wall time
+   (a call blocked without computing: a sleep, a lock, a C call that lets signals through).
+   CPU time, because wall time is not the call's own: beside another run (load ~25 on 2
+   cores) a healthy µs check was failed as "took longer than 5 s" — a process waits for a
+   CPU mid-call, and what a call pays for stretches tenfold (a full garbage collection,
+   0.4 s of CPU, took 6 s of wall at load 13). The wall-clock backstop is far beyond any
+   such stall. ``CheckTimeout`` derives from ``BaseException`` so a detector's
+   ``except Exception`` cannot swallow it; a detector that swallows even that is
+   interrupted again after each further limit. The caller turns it into a
+   ``DetectorFailure`` for that episode.
 2. A call stuck in C code never lets a signal handler run. The start time of the current
    call lives in a shared ``double`` (:attr:`Watchdog.cell`), so the pool's parent
-   process (``sim.execute.pool``) sees a call that overran by more than :func:`hard_limit` and
-   kills that worker; its task is reported as failed and the run goes on. In-process runs
-   (``--workers 1``) have only the first layer.
+   process (``sim.execute.pool``) sees a call that has run for more than :func:`hard_limit`
+   (later than the backstop) and kills that worker; its task is reported as failed and the
+   run goes on. In-process runs (``--workers 1``) have only the first layer.
 
 One-time set-up inside a call (a detector loading its model on the first text it must
 encode, marked with ``detectors.protocol.setup_work``) pauses both layers; the call then
@@ -28,7 +35,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from detectors.protocol import unwatch_setup, watch_setup
 
@@ -38,20 +45,25 @@ class CheckTimeout(BaseException):
     """A detector call ran past the per-check limit."""
 
 
-#: Seconds past the limit before the pool kills a worker whose call never returned.
+#: Seconds past the limit, in wall time, before a call that is not computing is interrupted.
 DEFAULT_KILL_GRACE = 60.0
 
 
-def hard_limit(limit: float) -> float:
-    """How long the pool waits before killing a worker whose call did not return.
+def blocked_limit(limit: float) -> float:
+    """Wall seconds after which the alarm interrupts a call, whatever CPU it used.
 
-    Generous on purpose: on a loaded machine a worker can be descheduled for seconds, and
-    killing it there would turn a slow machine into a failed detector; the ``SIGALRM``
-    limit still interrupts an ordinary overrun at ``limit``. ``LOOPBENCH_KILL_GRACE=SECONDS``
-    changes the grace.
+    Generous on purpose: on a loaded machine a process can be off the CPU for seconds, and
+    that is not the detector's time; the CPU limit interrupts an ordinary overrun at
+    ``limit``. ``LOOPBENCH_KILL_GRACE=SECONDS`` changes the grace.
     """
     grace = float(os.environ.get("LOOPBENCH_KILL_GRACE") or DEFAULT_KILL_GRACE)
-    return limit + max(2.0, limit, grace)
+    return limit + max(limit, grace)
+
+
+def hard_limit(limit: float) -> float:
+    """Wall seconds after which the pool kills a worker whose call did not return: later
+    than :func:`blocked_limit`, so it kills only what the alarm could not interrupt."""
+    return blocked_limit(limit) + max(2.0, limit)
 
 
 class Watchdog:
@@ -59,23 +71,33 @@ class Watchdog:
 
     ``limit`` of ``None`` or ``0`` disables the alarm; the marks are still kept. Use as a
     context manager around the work: the alarm is armed on entry and always cleared (and
-    the previous ``SIGALRM`` handler restored) on exit.
+    the previous ``SIGALRM`` handler restored) on exit. ``wall`` and ``cpu`` are the clocks
+    (the thread's CPU time: the handler runs in the thread that makes the calls); the
+    pool compares ``wall`` readings in :attr:`cell` with its own ``time.monotonic``.
     """
 
-    def __init__(self, limit: float | None = None, cell: Any = None) -> None:
+    def __init__(self, limit: float | None = None, cell: Any = None, *,
+                 wall: Callable[[], float] = time.monotonic, cpu: Callable[[], float] = time.thread_time) -> None:
         self.limit = float(limit) if limit and limit > 0 else None
+        self.blocked = blocked_limit(self.limit) if self.limit is not None else None
         self.cell = cell if cell is not None else ctypes.c_double(0.0)
-        self._next = 0.0
+        self._wall, self._cpu = wall, cpu
+        self._cpu_at = 0.0  # the thread's CPU time when the current call began
+        self._next_cpu = self._next_wall = 0.0
         self._prev: Any = None
         self._armed = False
         self._paused = 0.0
         self._hooks: tuple[Any, Any] | None = None
 
     def begin(self) -> None:
-        now = time.monotonic()
-        self.cell.value = now
+        now = self._wall()
         if self.limit is not None:
-            self._next = now + self.limit
+            # Deadlines before the cell: a tick between the two must not pair this call
+            # with the previous call's deadlines.
+            self._cpu_at = self._cpu()
+            self._next_cpu = self._cpu_at + self.limit
+            self._next_wall = now + self.blocked
+        self.cell.value = now
 
     def end(self) -> None:
         self.cell.value = 0.0
@@ -93,7 +115,7 @@ class Watchdog:
     def __enter__(self) -> "Watchdog":
         self._hooks = watch_setup(self._pause, self._resume)
         if self.limit is not None and threading.current_thread() is threading.main_thread():
-            self._prev = signal.signal(signal.SIGALRM, self._on_alarm)
+            self._prev = signal.signal(signal.SIGALRM, self.on_alarm)
             tick = min(0.25, self.limit / 4)
             signal.setitimer(signal.ITIMER_REAL, tick, tick)
             self._armed = True
@@ -109,9 +131,21 @@ class Watchdog:
             signal.signal(signal.SIGALRM, self._prev if self._prev is not None else signal.SIG_DFL)
             self._armed = False
 
-    def _on_alarm(self, signum: int, frame: Any) -> None:
-        if self.cell.value and time.monotonic() > self._next:
-            # The next interruption, if this one is swallowed, comes one full limit later.
-            self._next = time.monotonic() + self.limit
-            raise CheckTimeout(f"a detector call took longer than {self.limit:g} s (--check-timeout)")
+    def on_alarm(self, signum: int, frame: Any) -> None:
+        """The ``SIGALRM`` handler: one :meth:`tick`."""
+        self.tick()
 
+    def tick(self) -> None:
+        """Raise :class:`CheckTimeout` if the current call is past its CPU limit or the backstop."""
+        if self.limit is None or not self.cell.value:
+            return
+        cpu, now = self._cpu(), self._wall()
+        if cpu > self._next_cpu:
+            message = f"a detector call took longer than {self.limit:g} s of CPU time (--check-timeout)"
+        elif now > self._next_wall:
+            message = f"a detector call was blocked for over {self.blocked:g} s (--check-timeout {self.limit:g})"
+        else:
+            return
+        # The next interruption, if this one is swallowed, comes one full limit later.
+        self._next_cpu, self._next_wall = cpu + self.limit, now + self.limit
+        raise CheckTimeout(message)

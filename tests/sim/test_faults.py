@@ -259,7 +259,7 @@ def test_misbehaving_detectors_fail_only_their_episodes(workers, tmp_path):
         assert errors["exact"] == {""}
         assert errors["raises"] >= {"RuntimeError: boom on search"}
         assert errors["garbage"] == {"check() returned str, not a Decision"}
-        assert errors["hangs"] == {"a detector call took longer than 0.2 s (--check-timeout)"}
+        assert errors["hangs"] == {"a detector call took longer than 0.2 s of CPU time (--check-timeout)"}
     metrics = {(row.split(",")[0], row.split(",")[1]): row for row in (out / "metrics.csv").read_text().splitlines()}
     header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
     errs = header.index("errors")
@@ -281,7 +281,7 @@ def test_a_pool_kills_what_the_alarm_cannot_interrupt(tmp_path, monkeypatch):
                "--workers", "2", "--out", out, cwd=FAULTS)
     assert r.exit_code == 0, r.output  # it finished: the C call alone would take minutes
     errors = errors_by_detector(out, "episodes.csv")
-    killed = "a detector call ran over 2.2 s and could not be interrupted (--check-timeout 0.2); its worker was killed"
+    killed = "a detector call ran over 4.2 s and could not be interrupted (--check-timeout 0.2); its worker was killed"
     assert errors["swallows"] == {killed} and errors["c_hang"] == {killed}
     assert errors["exact"] == {""}
     assert killed in (out / "scoreboard.md").read_text()
@@ -329,6 +329,13 @@ def test_a_worker_that_dies_fails_its_task_only(tmp_path, monkeypatch):
     assert errors_by_detector(out, "episodes.csv")["dies:Dies"] == {"worker exited with code 7"}
 
 
+def compute_for(seconds: float) -> None:
+    """Use ``seconds`` of this thread's CPU time: the per-check limit counts CPU, not waiting."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
 def test_check_timeout_zero_disables_the_alarm(tmp_path):
     from detectors.exact import ExactDetector
     from sim.execute.tasks import run_open
@@ -337,14 +344,14 @@ def test_check_timeout_zero_disables_the_alarm(tmp_path):
 
     class Slowish(ExactDetector):
         def check(self, state, call):
-            time.sleep(0.05)
+            compute_for(0.05)
             return super().check(state, call)
 
     ep = linear_episode("e", [("t", {"a": 1}, "r"), ("t", {"a": 1}, "r")])
     with Watchdog(0) as w:
         assert run_open("s", Slowish(), [ep], watch=w).errors == {}
     with Watchdog(0.02) as w:
-        assert run_open("s", Slowish(), [ep], watch=w).errors == {"e": "a detector call took longer than 0.02 s (--check-timeout)"}
+        assert run_open("s", Slowish(), [ep], watch=w).errors == {"e": "a detector call took longer than 0.02 s of CPU time (--check-timeout)"}
 
 
 def test_set_up_inside_a_call_does_not_count_against_the_limit():
@@ -365,7 +372,7 @@ def test_set_up_inside_a_call_does_not_count_against_the_limit():
             if not self.loaded:
                 with setup_work():
                     cells.append(watch.cell.value)  # no call is being timed meanwhile
-                    time.sleep(0.6)
+                    compute_for(0.6)
                 self.loaded = True
             return super().check(state, call)
 
@@ -374,14 +381,14 @@ def test_set_up_inside_a_call_does_not_count_against_the_limit():
         assert run_open("s", LoadsOnFirstCheck(), [ep], watch=watch).errors == {}
     assert cells == [0.0]
 
-    class SlowOnFirstCheck(ExactDetector):  # the same wait, not marked as set-up
+    class SlowOnFirstCheck(ExactDetector):  # as long, computing, not marked as set-up
         def check(self, state, call):
-            time.sleep(0.6)
+            compute_for(0.6)
             return super().check(state, call)
 
     with Watchdog(0.2) as watch:
         assert run_open("s", SlowOnFirstCheck(), [ep], watch=watch).errors == {
-            "e": "a detector call took longer than 0.2 s (--check-timeout)"}
+            "e": "a detector call took longer than 0.2 s of CPU time (--check-timeout)"}
 
 
 # -- interrupted runs ------------------------------------------------------------------------------
