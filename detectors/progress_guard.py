@@ -321,7 +321,8 @@ class ProgressGuard(Detector):
         code = {k: v for k, v in args.items() if isinstance(v, str) and (command_tool or str(k).lower() in CODE_KEYS)}
         normal = _normalise({k: v for k, v in args.items() if k not in code})
         normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
-        key = (call.tool, _h(canonical_json(normal)))
+        normal_json = canonical_json(normal)
+        key = (call.tool, _h(normal_json))
         family = (call.tool, _h(canonical_json(_numbers_masked(normal))))
         free: list[str] = []
         skeleton: dict[str, Any] = {}
@@ -332,10 +333,11 @@ class ProgressGuard(Detector):
                 free.append(_norm_text(v[:2000]))
             else:
                 skeleton[str(k)] = v
-        echoes = frozenset(_norm_text(t[:500]) for v in args.values() if isinstance(v, str) for t in (v, v.strip("\"'")))
+        echoes = frozenset(_norm_text(t[:500]) for v in args.values() if isinstance(v, str)
+                           for t in ((v,) if v[:1] not in "\"'" and v[-1:] not in "\"'" else (v, v.strip("\"'"))))
         return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
                          any(writes(v) for v in code.values()), bool(code),
-                         _h(call.tool.encode() + _ANY_DIGITS.sub("#", canonical_json(normal).decode()).encode()), echoes,
+                         _h(call.tool.encode() + _ANY_DIGITS.sub("#", normal_json.decode()).encode()), echoes,
                          frozenset(_echo_tokens(call.args)))
 
     def _effective_mode(self, tool: str, p: _Prepared) -> str:
