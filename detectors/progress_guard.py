@@ -512,7 +512,12 @@ class ProgressGuard(Detector):
         emb = self._embedder()
         if emb is None:
             return 0
-        return emb.prefetch(texts) if hasattr(emb, "prefetch") else len(emb.embed(texts))
+        # Counted as a check's lookups are (the embedding detector counts its prefetch too).
+        before = self.model_calls
+        vectors = self._vectors(texts)
+        if getattr(emb, "model_calls", None) is None:  # an embedder that does not count
+            return 0 if vectors is None else len(vectors)
+        return self.model_calls - before
 
     def record(self, state: GuardState, call: ToolCall, decision: Decision, observation: Observation | None) -> GuardState:
         if observation is None or observation.nudge:
