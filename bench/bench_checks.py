@@ -6,21 +6,29 @@ Prints, on this machine and Python:
   2. each detector's median check() time and check()+record() time on typical
      arguments after a 20-call path, with the ratio to the floor;
   3. how exact and normalized grow with argument size (10 B .. 100 KB) and every
-     detector with path length (10 .. 10,000 calls).
-Run: python bench/bench_checks.py [--quick] [--detectors a,b]
+     detector with path length (10 .. 10,000 calls);
+  4. with --suite NAME, only: check()+record() of each detector over that suite's
+     episodes, replayed in open loop as `loopbench run` times them (p50, p95, mean of
+     the wall-clock time, and of the thread's CPU time, which other load on the machine
+     inflates less), best of --repeat passes, each on a fresh detector.
+Run: python bench/bench_checks.py [--quick] [--detectors a,b] [--suite default [--repeat 3]]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import orjson
 import xxhash
 
-from detectors.protocol import Observation, ToolCall
-from detectors.registry import available, make_detector
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code, not an installed copy
+
+from detectors.protocol import Observation, ToolCall  # noqa: E402
+from detectors.registry import available, make_detector  # noqa: E402
 
 TYPICAL = {"query": "q3 revenue europe", "limit": 10, "filters": {"region": "emea", "year": 2024}, "include_drafts": False}
 
@@ -93,13 +101,84 @@ def detector_cost(name: str, prior: int, args: dict, number: int, repeat: int) -
     return check, both
 
 
+def quantiles(ns: list[int]) -> tuple[float, float, float]:
+    """p50, p95 and mean in microseconds, as timings.csv gives them."""
+    ns = sorted(ns)
+    return ns[len(ns) // 2] / 1e3, ns[min(len(ns) - 1, int(0.95 * len(ns)))] / 1e3, sum(ns) / len(ns) / 1e3
+
+
+def suite_replay(names: list[str], suite_name: str, repeat: int) -> None:
+    """Section 4: each detector's check()+record() over a suite's episodes, open loop."""
+    import os
+
+    import scenarios.families  # noqa: F401  (registers the families)
+    from scenarios.suites import load_suite
+    from sim.execute.runner import build_scenarios, generate_episodes
+    from sim.play.openloop import score_episode
+
+    suite = load_suite(suite_name)
+    episodes = generate_episodes(build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params,
+                                                 suite.family_weights))
+    calls = [n.call for ep in episodes for n in ep.tool_nodes()]
+    print(f"4. check()+record() over suite {suite_name!r} ({len(episodes)} episodes, {len(calls)} calls), open loop, "
+          f"best of {repeat}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"   {'detector':16s} {'wall p50':>9s} {'p95':>8s} {'mean':>8s} {'cpu p50':>9s} {'p95':>8s} {'mean':>8s}")
+    for name in names:
+        best = None
+        for _ in range(repeat):
+            det = make_detector(name)
+            if hasattr(det, "prefetch"):
+                det.prefetch(calls)  # as the runner does: model vectors come from the cache, not the clock
+            wall: list[int] = []
+            cpu: list[int] = []
+            for ep in episodes:
+                # score_episode times each call with the wall clock; a second clock around the
+                # same calls would time itself too, so the CPU figure comes from a second pass.
+                wall.extend(s.ns for s in score_episode(det, ep))
+            det = make_detector(name)
+            if hasattr(det, "prefetch"):
+                det.prefetch(calls)
+            for ep in episodes:
+                cpu.extend(_cpu_times(det, ep))
+            row = quantiles(wall) + quantiles(cpu)
+            best = row if best is None or row[0] < best[0] else best
+        print(f"   {name:16s}" + "".join(f"{v:8.1f}us" for v in best))
+
+
+def _cpu_times(det, episode) -> list[int]:
+    """Thread CPU time of check()+record() per tool call of ``episode``, path by path state."""
+    from scenarios.tree import ThinkNode
+
+    clock = time.thread_time_ns
+    run_scope = getattr(det, "scope", "path") == "run"
+    state_after = {None: det.start()}
+    run_state = state_after[None]
+    out = []
+    for node in episode.nodes:
+        state = run_state if run_scope else state_after[node.parent]
+        if isinstance(node, ThinkNode):
+            new_state = det.on_message(state, node.message)
+        else:
+            t0 = clock()
+            decision = det.check(state, node.call)
+            new_state = det.record(state, node.call, decision, node.observation)
+            out.append(clock() - t0)
+        state_after[node.id] = run_state = new_state
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--detectors", default="")
+    ap.add_argument("--suite", default="", help="only section 4, over this suite's episodes")
+    ap.add_argument("--repeat", type=int, default=3, help="passes over the suite (section 4)")
     a = ap.parse_args()
     number, repeat = (300, 7) if a.quick else (2000, 21)
     names = [n for n in (a.detectors.split(",") if a.detectors else available()) if n]
+    if a.suite:
+        suite_replay(names, a.suite, a.repeat)
+        return
 
     print("1. floor (median per operation)")
     fl = floor(number, repeat)

@@ -42,16 +42,17 @@ Per-tool rules come from tool-name patterns (``DEFAULT_RULES``) and can be overr
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 import xxhash
 
-from .callmemo import CallMemo
+from .callmemo import ArgsMemo, CallMemo
 from .commands import CODE_KEYS, cosmetic_form, writes
 from .pathmap import PathCounts
+from .result_news import read_result, what_is_new
+from .result_news import norm_text as _norm_text
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, result_known, tool_param
 from .signature import args_text, canonical_json, content_text
 from .params import Range
@@ -91,69 +92,19 @@ _FREE_KEYS = frozenset((
     "task", "description", "search", "search_query", "keywords", "keyword", "topic", "goal", "request",
 ))
 
-_VOLATILE = re.compile(
-    r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d[\d:.]*(?:Z|[+-]\d\d:?\d\d)?"  # timestamps
-    r"|\b[0-9a-f]{8,}(?:-[0-9a-f]{4,12}){0,4}\b"  # hex ids and uuids
-    r"|\b\d+(?:\.\d+)? ?(?:ms|us|µs|ns|s|sec|secs|seconds)\b"  # durations
-    r"|\bpid[ =:]\d+",
-    re.I,
-)
-_HEX_ONLY = re.compile(r"[0-9a-fA-F]+")
-
-
-def _mask_volatile(text: str) -> str:
-    """Durations, timestamps, uuids, pids and hex ids replaced by ``~``: they change on every
-    call without telling the agent anything. Plain numbers and words are kept."""
-    if not any(ch.isdigit() for ch in text[:2000]) and len(text) <= 2000:
-        return text  # nothing volatile without digits
-
-    def repl(m: re.Match) -> str:
-        t = m.group(0)
-        if _HEX_ONLY.fullmatch(t) and (t.isdigit() or t.isalpha()):
-            return t  # a plain number or word that happens to be hex-shaped
-        return "~"
-
-    return _VOLATILE.sub(repl, text)
-
-
 # Numbers in an error are masked (counters, request numbers); digits inside an identifier
 # are not: "certificate_7504069 not found" and "certificate_4856383 not found" are two errors.
 _DIGITS = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
-# A token keeps its inner punctuation, so file names, dates and decimals stay distinct
-# ("api_tests.py" is not "api" + "tests" + "py").
-_WORDS = re.compile(r"[^\W_](?:[\w.\-/]*[^\W_])?")
 # Every run of digits, glued to letters or not: the shape of an edit tried with other values
 # (``s/value=84598x/value=7/`` and ``s/value=37155x/value=6/``).
 _ANY_DIGITS = re.compile(r"\d+")
-_NUMERIC = re.compile(r"[\d.\-/]+")
 _NUMBER = re.compile(r"(?<![^\W\d_])\d+(?![^\W\d_])")  # digits not glued to letters
-_SPACE = re.compile(r"\s+")
-# Items of a listed result (``Similar: ['A', 'B']``, a JSON array of names): a new item is
-# news even when each of its words has been seen ("The Shallows" after "The Shallows (book)").
-_ITEM = re.compile(r"""(?:(?<=\[)|(?<=, ))(['"])([^'"\n]{1,150}?)\1(?=\s*[,\]])""")
-# A result that says nothing was found tells only what its listed items add.
-_NOT_FOUND = re.compile(r"\s*(no results?\b|not found\b|could not find\b|couldn't find\b|nothing (was )?found\b"
-                        r"|no (matches|match|entries|items|records)\b|0 results\b|\[\]\s*$|none\s*$|null\s*$)", re.I)
 _TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]?out|temporar\w*|unavailable|retry|rate.?limit\w*|try again|overloaded)\b", re.I)
 _MAX_OBS_CHARS = 100_000
 
 
 def _h(data: bytes | str) -> int:
     return xxhash.xxh3_64_intdigest(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
-
-
-def _norm_text(text: str) -> str:
-    if text.isascii():
-        text = " ".join(text.lower().split())  # the common case, without unicode tables
-    else:
-        text = _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
-    if "/" in text and " " not in text:  # a path or URL
-        while text.startswith("./"):
-            text = text[2:]
-        while "//" in text.replace("://", ""):
-            text = text.replace("://", "\x00").replace("//", "/").replace("\x00", "://")
-        text = text.rstrip("/") or "/"
-    return text
 
 
 def _normalise(value: Any, depth: int = 0) -> Any:
@@ -266,6 +217,7 @@ class _Prepared:
     code: bool  # the call carries a command or program text
     shape: int  # the call with every digit masked, in code and text alike
     echoes: frozenset  # the call's own text values, as a result may list them back
+    numbers: frozenset  # the numbers in the call's own values, as a result may echo them
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,7 +292,8 @@ class ProgressGuard(Detector):
         self.tool_overrides = tool_overrides
         self.embedder = embedder
         self._modes: dict[str, str] = {}
-        self._prepare = CallMemo(self._prepare_uncached)  # once per call, for check() and record()
+        # Once per call object for check() and record(), and once per distinct call in all.
+        self._prepare = CallMemo(ArgsMemo(self._prepare_uncached))
         self.semantic_checks = 0  # how often the semantic layer was consulted
         self.model_calls = 0
         self.cache_hits = 0
@@ -383,7 +336,8 @@ class ProgressGuard(Detector):
         code = {k: v for k, v in args.items() if isinstance(v, str) and (command_tool or str(k).lower() in CODE_KEYS)}
         normal = _normalise({k: v for k, v in args.items() if k not in code})
         normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
-        key = (call.tool, _h(canonical_json(normal)))
+        normal_json = canonical_json(normal)
+        key = (call.tool, _h(normal_json))
         family = (call.tool, _h(canonical_json(_numbers_masked(normal))))
         free: list[str] = []
         skeleton: dict[str, Any] = {}
@@ -394,10 +348,12 @@ class ProgressGuard(Detector):
                 free.append(_norm_text(v[:2000]))
             else:
                 skeleton[str(k)] = v
-        echoes = frozenset(_norm_text(t[:500]) for v in args.values() if isinstance(v, str) for t in (v, v.strip("\"'")))
+        echoes = frozenset(_norm_text(t[:500]) for v in args.values() if isinstance(v, str)
+                           for t in ((v,) if v[:1] not in "\"'" and v[-1:] not in "\"'" else (v, v.strip("\"'"))))
         return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
                          any(writes(v) for v in code.values()), bool(code),
-                         _h(call.tool.encode() + _ANY_DIGITS.sub("#", canonical_json(normal).decode()).encode()), echoes)
+                         _h(call.tool.encode() + _ANY_DIGITS.sub("#", normal_json.decode()).encode()), echoes,
+                         frozenset(_echo_tokens(call.args)))
 
     def _effective_mode(self, tool: str, p: _Prepared) -> str:
         mode = self.mode(tool)
@@ -636,7 +592,12 @@ class ProgressGuard(Detector):
         emb = self._embedder()
         if emb is None:
             return 0
-        return emb.prefetch(texts) if hasattr(emb, "prefetch") else len(emb.embed(texts))
+        # Counted as a check's lookups are (the embedding detector counts its prefetch too).
+        before = self.model_calls
+        vectors = self._vectors(texts)
+        if getattr(emb, "model_calls", None) is None:  # an embedder that does not count
+            return 0 if vectors is None else len(vectors)
+        return self.model_calls - before
 
     def record(self, state: GuardState, call: ToolCall, decision: Decision, observation: Observation | None) -> GuardState:
         if observation is None or observation.nudge:
@@ -652,23 +613,16 @@ class ProgressGuard(Detector):
         p = self._prepare(call)
         mode = self._effective_mode(call.tool, p)
         text = _text_of(observation.content)
-        masked = _mask_volatile(text)
-        fp = _h(masked)
+        news = read_result(text)
+        masked, fp, all_tokens = news.masked, news.fingerprint, news.tokens
         # Tokens the tool merely echoes back from the call ("offset 40 is past the end",
         # "7 + 263 = 270") tell the agent nothing new.
-        echoes = _echo_tokens(call.args)
-        all_tokens = _WORDS.findall(masked.lower())
-        tokens = set(all_tokens) - echoes
-        items = {("\x01item", _norm_text(m.group(2))) for m in _ITEM.finditer(masked)}
-        items = {i for i in items if i[1] not in p.echoes}
-        fresh = state.lines.missing(tokens | items)
+        echoes = p.numbers
         # News is a new word, name or listed item; new bare numbers in a long output are
         # mostly counters ("4 results, showing 1-1"). Short answers and changing polls are
         # handled below.
-        new_items = sum(1 for t in fresh if isinstance(t, tuple))
-        new_tokens = sum(1 for t in fresh if isinstance(t, tuple) or not _NUMERIC.fullmatch(t))
-        not_found = bool(_NOT_FOUND.match(masked[:200]))
-        if not_found:
+        fresh, tokens, new_items, new_tokens = what_is_new(state.lines, news, echoes, p.echoes)
+        if news.not_found:
             new_tokens = new_items  # "nothing found" is news only through what it lists
         elif 0 < len(tokens) <= 3:
             # A short answer ("8.0", "status: done") is news when that answer is new, even if
@@ -747,7 +701,8 @@ class ProgressGuard(Detector):
             last_text=masked[:50_000], last_informative=informative, silent=silent,
             last_write_shape=p.shape if mode == "mutating" else state.last_write_shape,
             write_drift=(p.shape == state.last_write_shape) if mode == "mutating" else state.write_drift,
-            not_there=self._not_there_after(state, call, p, not_found, items), unanswered_repeat=unanswered_repeat,
+            not_there=self._not_there_after(state, call, p, news.not_found,
+                                             {i for i in news.items if i[1] not in p.echoes}), unanswered_repeat=unanswered_repeat,
         )
 
     def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:

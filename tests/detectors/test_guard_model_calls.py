@@ -57,3 +57,16 @@ def test_without_sentence_transformers_the_semantic_layer_is_off(monkeypatch):
     with pytest.warns(UserWarning, match="semantic layer is off"):
         assert guard._embedder() is None
     assert guard.semantic is False
+
+
+def test_prefetch_is_counted_and_later_checks_hit_the_cache():
+    encoder = HashingEncoder()
+    guard = ProgressGuard(embedder=Embedder(encode=encoder, model_name="hashing"))
+    calls = [ToolCall("search", {"query": q}) for q in QUERIES + QUERIES[:1]]
+    assert guard.prefetch(calls) == 3
+    assert (guard.model_calls, guard.cache_lookups, guard.cache_hits) == (3, 3, 0)
+    state = guard.start()
+    for i, call in enumerate(calls[:3]):
+        state = guard.record(state, call, guard.check(state, call), Observation(f"[D{i}] new {i}"))
+    assert (guard.model_calls, guard.cache_lookups, guard.cache_hits) == (3, 8, 5)
+    assert encoder.calls == 3
