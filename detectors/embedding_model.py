@@ -21,9 +21,8 @@ import re
 import sqlite3
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import xxhash
@@ -389,14 +388,8 @@ class Embedder:
         return self.embed([text])[0]
 
     def prefetch(self, texts: Iterable[str]) -> int:
-        """Encode every distinct uncached text of ``texts`` in one batched pass; returns how many were encoded.
-
-        Inside :func:`prefetch_share` only this process's share of the texts is encoded.
-        """
+        """Encode every distinct uncached text of ``texts`` in one batched pass; returns how many were encoded."""
         before = self.model_calls
-        index, count = _SHARE
-        if count > 1:
-            texts = [t for t in dict.fromkeys(texts) if text_share(t, count) == index]
         self.embed(texts)
         return self.model_calls - before
 
@@ -430,42 +423,6 @@ class HashingEncoder:
 
 def clip(text: str) -> str:
     return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS]
-
-
-#: (index, count): which share of the texts ``Embedder.prefetch`` encodes in this process.
-_SHARE: tuple[int, int] = (0, 1)
-
-
-def text_share(text: str, count: int) -> int:
-    """Which of ``count`` shares a text falls in: by its hash, so every process agrees."""
-    return xxhash.xxh3_64_intdigest(clip(text).encode("utf-8", "surrogatepass")) % count
-
-
-@contextmanager
-def prefetch_share(index: int, count: int) -> Iterator[None]:
-    """Within the block, ``prefetch`` encodes only share ``index`` of ``count`` of its texts.
-
-    A cold run splits the encoding of a suite this way over its pool workers: each fills
-    its share of the shared disk cache (one model thread each, every core busy), and the
-    detectors' own tasks then read every vector from the cache.
-
-    >>> emb = Embedder(encode=HashingEncoder(64), model_name="hashing")
-    >>> texts = [f"text {i}" for i in range(100)]
-    >>> with prefetch_share(0, 2):
-    ...     first = emb.prefetch(texts)
-    >>> with prefetch_share(1, 2):
-    ...     second = emb.prefetch(texts)
-    >>> first + second, 0 < first < 100, emb.prefetch(texts)
-    (100, True, 0)
-    """
-    if not 0 <= index < count:
-        raise ValueError(f"prefetch share {index} of {count} does not exist")
-    global _SHARE
-    previous, _SHARE = _SHARE, (index, count)
-    try:
-        yield
-    finally:
-        _SHARE = previous
 
 
 _SHARED: dict[tuple[str | None, str | None, str], Embedder] = {}

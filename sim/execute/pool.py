@@ -117,23 +117,18 @@ def failed_task(task: tuple[str, Any], message: str) -> Any:
     return merge_shards([failed_shard(kind, spec.label, _EPISODES, _SCENARIOS, message)])
 
 
-def prefetch_suite(specs: Sequence[Any], episodes: Sequence[Episode], share: tuple[int, int] = (0, 1)) -> None:
-    """Encode the suite's texts once for each model-backed spec (into the shared disk cache):
-    share ``index`` of ``count`` of them (``detectors.embedding_model.prefetch_share``)."""
-    from detectors.embedding_model import prefetch_share
-
+def prefetch_suite(specs: Sequence[Any], episodes: Sequence[Episode]) -> None:
+    """Encode the suite's texts once for each model-backed spec (into the shared disk cache)."""
     calls = [n.call for ep in episodes for n in ep.tool_nodes()]
-    with prefetch_share(*share):
-        for spec in specs:
-            spec.build().prefetch(calls)
+    for spec in specs:
+        spec.build().prefetch(calls)
 
 
 def _run_guarded(task: tuple[str, Any], watch: Watchdog) -> tuple[tuple[str, str], Any]:
     kind, spec = task
     try:
         if kind == "prefetch":
-            specs, share = spec
-            prefetch_suite(specs, _EPISODES, share)
+            prefetch_suite(spec, _EPISODES)
             return (kind, ""), None
         return (kind, spec.label), merge_shards([run_shard(kind, spec, _EPISODES, _SCENARIOS, watch)])
     except Exception as exc:  # noqa: BLE001 — e.g. the detector cannot be built in the worker
@@ -263,10 +258,10 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
     labels = {spec.label for spec in shared}
     held = [t for t in order if t[1].label in labels]
     pending = [t for t in order if t[1].label not in labels][::-1]
-    # Model-backed detectors encode the suite once, split over all workers (one model thread
-    # each, so every core encodes); their own tasks start when every share is in the cache.
-    prefetching = n if shared else 0
-    pending.extend(("prefetch", (shared, (k, n))) for k in range(prefetching))
+    if shared:
+        # Model-backed detectors encode the suite once, in one worker, while the others run;
+        # their tasks start after, on a warm cache.
+        pending.append(("prefetch", shared))
     hard = hard_limit(limit) if limit else None
     pool: list[_Worker] = []
     try:
@@ -292,9 +287,7 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                     else:
                         w.task = None
                         if key[0] == "prefetch":
-                            prefetching -= 1
-                            if not prefetching:
-                                pending.extend(held[::-1])
+                            pending.extend(held[::-1])
                         else:
                             done(key, value)
                         continue
@@ -308,9 +301,7 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                     w.stop(kill=True)
                     pool.remove(w)
                     if task[0] == "prefetch":
-                        prefetching -= 1  # the tasks it was for encode their own texts
-                        if not prefetching:
-                            pending.extend(held[::-1])
+                        pending.extend(held[::-1])  # they encode their own texts
                     else:
                         done((task[0], task[1].label), failed_task(task, failure))
     finally:
