@@ -51,7 +51,7 @@ import xxhash
 from .callmemo import ArgsMemo, CallMemo
 from .commands import CODE_KEYS, cosmetic_form, writes
 from .pathmap import PathCounts
-from .result_news import read_result, what_is_new
+from .result_news import ResultText, read_result, what_is_new
 from .result_news import norm_text as _norm_text
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, result_known, tool_param
 from .signature import args_text, canonical_json, content_text
@@ -212,6 +212,7 @@ class _Prepared:
     key: tuple
     family: tuple
     free: tuple[str, ...]
+    text: str  # the free texts joined: what the semantic layer encodes and the find rules compare
     skeleton: int
     writes: bool  # a command or snippet that changes files or the environment
     code: bool  # the call carries a command or program text
@@ -292,6 +293,7 @@ class ProgressGuard(Detector):
         self.tool_overrides = tool_overrides
         self.embedder = embedder
         self._modes: dict[str, str] = {}
+        self._literal: dict[str, bool] = {}
         # Once per call object for check() and record(), and once per distinct call in all.
         self._prepare = CallMemo(ArgsMemo(self._prepare_uncached))
         self.semantic_checks = 0  # how often the semantic layer was consulted
@@ -350,7 +352,7 @@ class ProgressGuard(Detector):
                 skeleton[str(k)] = v
         echoes = frozenset(_norm_text(t[:500]) for v in args.values() if isinstance(v, str)
                            for t in ((v,) if v[:1] not in "\"'" and v[-1:] not in "\"'" else (v, v.strip("\"'"))))
-        return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
+        return _Prepared(key, family, tuple(free), " | ".join(free), _h(canonical_json(_normalise(skeleton))),
                          any(writes(v) for v in code.values()), bool(code),
                          _h(call.tool.encode() + _ANY_DIGITS.sub("#", normal_json.decode()).encode()), echoes,
                          frozenset(_echo_tokens(call.args)))
@@ -467,7 +469,11 @@ class ProgressGuard(Detector):
         return any(("\x01item", _norm_text(t.strip("\"' "))) in state.lines for t in p.free)
 
     def _literal_find(self, tool: str) -> bool:
-        return bool(tool_param(self.tool_overrides, tool, "literal_find", LITERAL_FIND.search(tool.lower())))
+        found = self._literal.get(tool)
+        if found is None:  # once per tool name, as ``mode``: it is asked on every call
+            found = self._literal[tool] = bool(tool_param(self.tool_overrides, tool, "literal_find",
+                                                          LITERAL_FIND.search(tool.lower())))
+        return found
 
     @staticmethod
     def _known_missing(state: GuardState, tool: str, p: _Prepared) -> str | None:
@@ -478,19 +484,19 @@ class ProgressGuard(Detector):
         nothing, whatever the wording around it. ``not_there`` is emptied whenever another
         tool runs, since that may change the text searched (a new page, a written file).
         """
-        phrase = " | ".join(p.free)
         for t, skeleton, missed in state.not_there:
-            if t == tool and skeleton == p.skeleton and re.search(rf"(?<!\w){re.escape(missed)}(?!\w)", phrase):
+            if t == tool and skeleton == p.skeleton and re.search(rf"(?<!\w){re.escape(missed)}(?!\w)", p.text):
                 return missed
         return None
 
-    def _not_there_after(self, state: GuardState, call: ToolCall, p: _Prepared, not_found: bool, items: set) -> tuple:
+    def _not_there_after(self, state: GuardState, call: ToolCall, p: _Prepared, news: ResultText) -> tuple:
         """``GuardState.not_there`` after ``call``: a literal find that matched nothing (and
-        listed nothing) adds its phrase; a call of any other tool clears the list."""
+        listed nothing but the call's own text) adds its phrase; a call of any other tool
+        clears the list."""
         if not self._literal_find(call.tool):
             return ()
-        if not_found and not items and p.free:
-            return state.not_there + ((call.tool, p.skeleton, " | ".join(p.free)),)
+        if news.not_found and p.free and all(i[1] in p.echoes for i in news.items):
+            return state.not_there + ((call.tool, p.skeleton, p.text),)
         return state.not_there
 
     def _unanswered_repeats_after(self, state: GuardState, call: ToolCall, p: _Prepared, answered: bool) -> tuple:
@@ -511,30 +517,30 @@ class ProgressGuard(Detector):
             return state.unanswered_repeat
         return state.unanswered_repeat + (key,)
 
-    def _repeats_fulfilled(self, state: GuardState, tool: str, p: _Prepared) -> bool:
-        earlier = []
-        e = state.sem
-        while e is not None and e.step >= state.fresh_from:
-            if e.tool == tool and e.skeleton == p.skeleton and e.informative:
-                earlier.append(e.text)
-            e = e.parent
-        if not earlier:
-            return False
-        vecs = self._vectors([" | ".join(p.free)] + earlier)
-        return vecs is not None and float(np.max(vecs[1:] @ vecs[0])) >= NEAR_VERBATIM
-
-    def _semantic(self, state: GuardState, tool: str, p: _Prepared) -> tuple[_Finding | None, float]:
-        earlier = []
+    @staticmethod
+    def _earlier_requests(state: GuardState, tool: str, p: _Prepared) -> list[SemEntry]:
+        """The free-text calls of ``tool`` with ``p``'s skeleton on this path since the last recovery, latest first."""
+        out = []
         e = state.sem
         while e is not None and e.step >= state.fresh_from:
             if e.tool == tool and e.skeleton == p.skeleton:
-                earlier.append(e)
+                out.append(e)
             e = e.parent
+        return out
+
+    def _repeats_fulfilled(self, state: GuardState, tool: str, p: _Prepared) -> bool:
+        earlier = [e.text for e in self._earlier_requests(state, tool, p) if e.informative]
+        if not earlier:
+            return False
+        vecs = self._vectors([p.text] + earlier)
+        return vecs is not None and float(np.max(vecs[1:] @ vecs[0])) >= NEAR_VERBATIM
+
+    def _semantic(self, state: GuardState, tool: str, p: _Prepared) -> tuple[_Finding | None, float]:
+        earlier = self._earlier_requests(state, tool, p)
         if not earlier:
             return None, 0.0
         self.semantic_checks += 1
-        text = " | ".join(p.free)
-        vecs = self._vectors([text] + [x.text for x in earlier])
+        vecs = self._vectors([p.text] + [x.text for x in earlier])
         if vecs is None:
             return None, 0.0
         sims = vecs[1:] @ vecs[0]
@@ -586,7 +592,7 @@ class ProgressGuard(Detector):
         """Encode every distinct free text of ``calls`` in one batch (open-loop runs)."""
         if not self.semantic:
             return 0
-        texts = sorted({" | ".join(self._prepare(c).free) for c in calls if self._prepare(c).free})
+        texts = sorted({t for t in (self._prepare(c).text for c in calls) if t})
         if not texts:
             return 0
         emb = self._embedder()
@@ -667,7 +673,7 @@ class ProgressGuard(Detector):
                 unanswered_repeat = self._unanswered_repeats_after(state, call, p, bool(all_tokens or observation.error))
         sem = state.sem
         if p.free:
-            sem = SemEntry(call.tool, p.skeleton, " | ".join(p.free), informative, call, state.step, sem)
+            sem = SemEntry(call.tool, p.skeleton, p.text, informative, call, state.step, sem)
         if observation.error and not transient:
             err_key = _h(_DIGITS.sub("#", masked)[:200])
             # An error that says something new (another id, a new suggestion) is information.
@@ -701,8 +707,7 @@ class ProgressGuard(Detector):
             last_text=masked[:50_000], last_informative=informative, silent=silent,
             last_write_shape=p.shape if mode == "mutating" else state.last_write_shape,
             write_drift=(p.shape == state.last_write_shape) if mode == "mutating" else state.write_drift,
-            not_there=self._not_there_after(state, call, p, news.not_found,
-                                             {i for i in news.items if i[1] not in p.echoes}), unanswered_repeat=unanswered_repeat,
+            not_there=self._not_there_after(state, call, p, news), unanswered_repeat=unanswered_repeat,
         )
 
     def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:
