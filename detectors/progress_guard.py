@@ -207,18 +207,45 @@ class GuardState:
     unanswered_repeat: tuple[tuple[str, int], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
 class _Prepared:
-    key: tuple
-    family: tuple
-    free: tuple[str, ...]
-    text: str  # the free texts joined: what the semantic layer encodes and the find rules compare
-    skeleton: int
-    writes: bool  # a command or snippet that changes files or the environment
-    code: bool  # the call carries a command or program text
-    shape: int  # the call with every digit masked, in code and text alike
-    echoes: frozenset  # the call's own text values, as a result may list them back
-    numbers: frozenset  # the numbers in the call's own values, as a result may echo them
+    """What the guard derives from a call's tool and arguments, computed once per distinct
+    call. ``echoes`` and ``shape`` are needed only by some calls (a result that lists items,
+    a write), so they are derived on first use."""
+
+    __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers",
+                 "_args", "_tool", "_normal_json", "_echoes", "_shape")
+
+    def __init__(self, key: tuple, family: tuple, free: tuple[str, ...], skeleton: int, writes: bool, code: bool,
+                 numbers: frozenset, args: Mapping, tool: str, normal_json: bytes):
+        self.key = key
+        self.family = family
+        self.free = free
+        self.text = " | ".join(free)  # the free texts joined: what the semantic layer encodes and the find rules compare
+        self.skeleton = skeleton
+        self.writes = writes  # a command or snippet that changes files or the environment
+        self.code = code  # the call carries a command or program text
+        self.numbers = numbers  # the numbers in the call's own values, as a result may echo them
+        self._args = args
+        self._tool = tool
+        self._normal_json = normal_json
+        self._echoes: frozenset | None = None
+        self._shape: int | None = None
+
+    @property
+    def echoes(self) -> frozenset:
+        """The call's own text values, as a result may list them back."""
+        if self._echoes is None:
+            self._echoes = frozenset(
+                _norm_text(t[:500]) for v in self._args.values() if isinstance(v, str)
+                for t in ((v,) if v[:1] not in "\"'" and v[-1:] not in "\"'" else (v, v.strip("\"'"))))
+        return self._echoes
+
+    @property
+    def shape(self) -> int:
+        """The call with every digit masked, in code and text alike."""
+        if self._shape is None:
+            self._shape = _h(self._tool.encode() + _ANY_DIGITS.sub("#", self._normal_json.decode()).encode())
+        return self._shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,12 +377,9 @@ class ProgressGuard(Detector):
                 free.append(_norm_text(v[:2000]))
             else:
                 skeleton[str(k)] = v
-        echoes = frozenset(_norm_text(t[:500]) for v in args.values() if isinstance(v, str)
-                           for t in ((v,) if v[:1] not in "\"'" and v[-1:] not in "\"'" else (v, v.strip("\"'"))))
-        return _Prepared(key, family, tuple(free), " | ".join(free), _h(canonical_json(_normalise(skeleton))),
-                         any(writes(v) for v in code.values()), bool(code),
-                         _h(call.tool.encode() + _ANY_DIGITS.sub("#", normal_json.decode()).encode()), echoes,
-                         frozenset(_echo_tokens(call.args)))
+        return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
+                         any(writes(v) for v in code.values()), bool(code), frozenset(_echo_tokens(call.args)),
+                         args, call.tool, normal_json)
 
     def _effective_mode(self, tool: str, p: _Prepared) -> str:
         mode = self.mode(tool)

@@ -71,11 +71,16 @@ def test_masked_text_and_its_news():
 
 def test_the_result_memo_is_bounded(monkeypatch):
     monkeypatch.setattr(result_news, "_memo", type(result_news._memo)())
+    monkeypatch.setattr(result_news, "_raw_memo", type(result_news._raw_memo)())
     for i in range(result_news._MEMO_ENTRIES + 50):
-        read_result(f"result {i}")
-    assert len(result_news._memo) == result_news._MEMO_ENTRIES
-    read_result("x" * (result_news._MEMO_MAX_CHARS + 1))
-    assert "x" * (result_news._MEMO_MAX_CHARS + 1) not in result_news._memo
+        read_result(f"result {i} took {i} ms")
+    assert len(result_news._memo) == len(result_news._raw_memo) == result_news._MEMO_ENTRIES
+    long = "x" * (result_news._MEMO_MAX_CHARS + 1)
+    read_result(long)
+    assert long not in result_news._memo and long not in result_news._raw_memo
+    # The same result with another duration is one masked text: one analysis for both.
+    assert read_result("result 7 took 3 ms") is read_result("result 7 took 9 ms")
+    assert read_result("result 7 took 3 ms").masked == "result 7 took ~"
 
 
 class Color:
