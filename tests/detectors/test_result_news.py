@@ -13,7 +13,10 @@ from detectors.protocol import Observation, ToolCall
 from detectors.result_news import ITEM, VOLATILE, ResultText, mask_volatile, read_result, what_is_new
 
 # Characters the patterns care about, with the non-ASCII ones re.I folds onto ASCII letters.
-ALPHABET = "0123456789abcdefpidmsunecoTZtz ABCDEFPIDMSUNECO-:.+=_/'\"[], \nſİıµμΜ²x"
+ALPHABET = "0123456789abcdefpidmsunecoTZtz ABCDEFPIDMSUNECO-:.+=_/'\"[], \nſİıµμΜ²٣x"
+# ASCII text takes other paths (a translate-and-split tokeniser, a line-by-line mask): also
+# tested on its own, with long texts of many lines.
+ASCII_ALPHABET = "0123456789abcdefpidmsunecoTZtz ABCDEFPIDMSUNECO-:.+=_/'\"[], \n\n\t\x00\x7f!#x"
 SAMPLES = [
     "took 171 ms, request 81f7d64c", "2024-05-01T10:20:30.5+02:00 done", "pid=4242 exited after 3.5 secs",
     "id 123e4567-e89b-12d3-a456-426614174000", "deadbeef and deadbeef-cafe", "12 µs 7 μs 3 ſ 4 Seconds",
@@ -31,10 +34,11 @@ def _spec_mask(text: str) -> str:
     return VOLATILE.sub(repl, text)
 
 
-def _random_texts(n: int, seed: int = 7):
+def _random_texts(n: int, seed: int = 7, alphabet: str = ALPHABET):
     rnd = random.Random(seed)
-    for _ in range(n):
-        yield "".join(rnd.choice(ALPHABET) for _ in range(rnd.randint(1, 60)))
+    for i in range(n):
+        text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 60)))
+        yield text * 50 if i % 200 == 0 else text  # past the 2,000-character shortcut now and then
 
 
 @pytest.mark.parametrize("text", SAMPLES)
@@ -43,13 +47,13 @@ def test_the_fast_mask_is_the_specified_one_on_known_shapes(text):
 
 
 def test_the_fast_mask_is_the_specified_one_on_random_text():
-    for text in _random_texts(20_000):
+    for text in list(_random_texts(20_000)) + list(_random_texts(20_000, seed=11, alphabet=ASCII_ALPHABET)):
         assert mask_volatile(text) == _spec_mask(text), text
 
 
 def test_items_and_words_are_the_specified_ones():
     words = re.compile(r"[^\W_](?:[\w.\-/]*[^\W_])?")
-    for text in list(_random_texts(5_000, seed=3)) + SAMPLES:
+    for text in list(_random_texts(5_000, seed=3)) + list(_random_texts(5_000, seed=4, alphabet=ASCII_ALPHABET)) + SAMPLES:
         r = ResultText(text)
         assert r.tokens == tuple(words.findall(text.lower()))
         assert r.items == {(result_news.ITEM_TAG, result_news.norm_text(m.group(2))) for m in ITEM.finditer(text)}, text
