@@ -92,17 +92,35 @@ def norm_text(text: str) -> str:
 
 
 # ASCII characters outside ``[\w.\-/]`` (the ones ``WORDS`` never crosses) mapped to a space.
+_ASCII = frozenset(map(chr, range(128)))
 _WORD_RUNS = bytes(c if chr(c).isalnum() or chr(c) in "_.-/" else 32 for c in range(128)) + bytes([32] * 128)
 
 
+def _ascii_stand_in(text: str, sep: str) -> str | None:
+    """``text`` with each non-ASCII character replaced by ``sep``, when every one of them is
+    a separator to the patterns here (not a letter or digit, so neither ``\\w`` nor ``\\d`` nor
+    a letter ``re.I`` folds onto ASCII): then the ASCII paths see the same matches at the
+    same places. ``None`` when one is a letter or digit (``é``, ``µ``)."""
+    for ch in set(text).difference(_ASCII):
+        if ch.isalnum():
+            return None
+        text = text.replace(ch, sep)
+    return text
+
+
 def words_of(text: str) -> tuple[str, ...]:
-    """``WORDS.findall(text)``. For ASCII text without the pattern: a token is a maximal
-    run of letters, digits and ``_ . - /`` less the ``_ . - /`` at its ends (the pattern starts and ends a token
-    on a letter or digit and takes the longest such span), so a translate, a split and a
-    strip give the same tokens several times faster."""
+    """``WORDS.findall(text)``, without the pattern when it can: a token is a maximal run of
+    letters, digits and ``_ . - /`` less the ``_ . - /`` at its ends (the pattern starts and
+    ends a token on a letter or digit and takes the longest such span), so for ASCII text (or
+    text whose other characters are all separators, such as dashes and curly quotes) a
+    translate, a split and a strip give the same tokens several times faster."""
     if not text.isascii():
-        return tuple(WORDS.findall(text))
-    return tuple(t for t in (run.strip("_.-/") for run in text.encode("ascii").translate(_WORD_RUNS).decode("ascii").split()) if t)
+        plain = _ascii_stand_in(text, " ")
+        if plain is None:
+            return tuple(WORDS.findall(text))
+        text = plain
+    runs = text.encode("ascii").translate(_WORD_RUNS).decode("ascii").split()
+    return tuple([t for t in [run.strip("_.-/") for run in runs] if t])
 
 
 def _keep_plain_hex(m: re.Match) -> str:
@@ -120,24 +138,24 @@ def _keep_plain_hex(m: re.Match) -> str:
 _DIGIT_CLASSES = bytes((ord("0") if ch.isdigit() else ord("s") if ch in "sS" else ord("m") if ch in "mMuUnN"
                         else ord(ch) if ch in " -\n" else ord(".")) for ch in map(chr, range(256)))
 _HEX_CLASSES = bytes(ord("h") if chr(c) in "0123456789abcdefABCDEF" else ord(".") for c in range(256))
-_ASCII_NEEDS = (b"0000-", b"0s", b"0 s", b"0m", b"0 m")
 
 
 def _may_be_volatile(raw: bytes, classes: bytes) -> bool:
     """False when ASCII ``raw`` (with its ``_DIGIT_CLASSES``) certainly has no match of ``VOLATILE``."""
-    return (any(n in classes for n in _ASCII_NEEDS) or b"hhhhhhhh" in raw.translate(_HEX_CLASSES)
-            or b"pid" in raw.lower())
+    return (b"0s" in classes or b"0m" in classes or b"0 s" in classes or b"0 m" in classes or b"0000-" in classes
+            or b"hhhhhhhh" in raw.translate(_HEX_CLASSES) or b"pid" in raw.lower())
 
 
 def mask_volatile(text: str) -> str:
     """Durations, timestamps, uuids, pids and hex ids replaced by ``~``: they change on every
     call without telling the agent anything. Plain numbers and words are kept. A text of at
     most 2,000 characters without a digit is kept whole (a hex word without digits is a word)."""
-    if not text.isascii():
+    plain = text if text.isascii() else _ascii_stand_in(text, "\x00")
+    if plain is None:  # letters or digits beyond ASCII: the pattern itself
         if len(text) <= 2000 and not any(ch.isdigit() for ch in text):
             return text
         return _VOLATILE_FAST.sub(_keep_plain_hex, text)
-    raw = text.encode("ascii")
+    raw = plain.encode("ascii")
     classes = raw.translate(_DIGIT_CLASSES)
     if (b"0" not in classes and len(text) <= 2000) or not _may_be_volatile(raw, classes):
         return text
@@ -145,9 +163,10 @@ def mask_volatile(text: str) -> str:
         return _VOLATILE_FAST.sub(_keep_plain_hex, text)
     # No match spans a line, and a line's first and last characters meet a newline as they
     # would the text's ends (a non-word character): masking line by line is masking the
-    # text, and only the lines that may hold a match go through the pattern.
-    return "\n".join(_VOLATILE_FAST.sub(_keep_plain_hex, line) if _may_be_volatile(line_raw, line_classes) else line
-                     for line, line_raw, line_classes in zip(text.split("\n"), raw.split(b"\n"), classes.split(b"\n")))
+    # text, and only the lines that may hold a match go through the pattern. The stand-in
+    # has the original's characters at the same places, so its lines are the original's.
+    return "\n".join([_VOLATILE_FAST.sub(_keep_plain_hex, line) if _may_be_volatile(line_raw, line_classes) else line
+                      for line, line_raw, line_classes in zip(text.split("\n"), raw.split(b"\n"), classes.split(b"\n"))])
 
 
 def fingerprint(text: str) -> int:

@@ -17,6 +17,9 @@ ALPHABET = "0123456789abcdefpidmsunecoTZtz ABCDEFPIDMSUNECO-:.+=_/'\"[], \nſİ�
 # ASCII text takes other paths (a translate-and-split tokeniser, a line-by-line mask): also
 # tested on its own, with long texts of many lines.
 ASCII_ALPHABET = "0123456789abcdefpidmsunecoTZtz ABCDEFPIDMSUNECO-:.+=_/'\"[], \n\n\t\x00\x7f!#x"
+# ... and text whose other characters are all separators (dashes, curly quotes, no-break
+# and line-separator spaces, a combining mark), which takes the ASCII paths too.
+SEPARATED_ALPHABET = ASCII_ALPHABET + "—’“\u00a0\u2028\u0301…"
 SAMPLES = [
     "took 171 ms, request 81f7d64c", "2024-05-01T10:20:30.5+02:00 done", "pid=4242 exited after 3.5 secs",
     "id 123e4567-e89b-12d3-a456-426614174000", "deadbeef and deadbeef-cafe", "12 µs 7 μs 3 ſ 4 Seconds",
@@ -47,13 +50,15 @@ def test_the_fast_mask_is_the_specified_one_on_known_shapes(text):
 
 
 def test_the_fast_mask_is_the_specified_one_on_random_text():
-    for text in list(_random_texts(20_000)) + list(_random_texts(20_000, seed=11, alphabet=ASCII_ALPHABET)):
+    for text in (list(_random_texts(20_000)) + list(_random_texts(20_000, seed=11, alphabet=ASCII_ALPHABET))
+                 + list(_random_texts(20_000, seed=12, alphabet=SEPARATED_ALPHABET))):
         assert mask_volatile(text) == _spec_mask(text), text
 
 
 def test_items_and_words_are_the_specified_ones():
     words = re.compile(r"[^\W_](?:[\w.\-/]*[^\W_])?")
-    for text in list(_random_texts(5_000, seed=3)) + list(_random_texts(5_000, seed=4, alphabet=ASCII_ALPHABET)) + SAMPLES:
+    for text in (list(_random_texts(5_000, seed=3)) + list(_random_texts(5_000, seed=4, alphabet=ASCII_ALPHABET))
+                 + list(_random_texts(5_000, seed=5, alphabet=SEPARATED_ALPHABET)) + SAMPLES):
         r = ResultText(text)
         assert r.tokens == tuple(words.findall(text.lower()))
         assert r.items == {(result_news.ITEM_TAG, result_news.norm_text(m.group(2))) for m in ITEM.finditer(text)}, text
