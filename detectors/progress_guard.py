@@ -651,7 +651,9 @@ class ProgressGuard(Detector):
         # News is a new word, name or listed item; new bare numbers in a long output are
         # mostly counters ("4 results, showing 1-1"). Short answers and changing polls are
         # handled below.
-        fresh, tokens, new_items, new_tokens = what_is_new(state.lines, news, echoes, p.echoes)
+        # The call's own texts matter only against listed items: derived only when there are some.
+        fresh, tokens, new_items, new_tokens = what_is_new(state.lines, news, echoes,
+                                                           p.echoes if news.items else frozenset())
         if news.not_found:
             new_tokens = new_items  # "nothing found" is news only through what it lists
         elif 0 < len(tokens) <= 3:

@@ -8,8 +8,8 @@ across the paths of a tree and across episodes (a file read again, a search that
 only in its request id and duration, both masked before the text is looked up).
 
 The memos are bounded FIFOs keyed by the text and by the masked text, shared by every
-detector in the process; it holds only pure functions of its key, so a hit returns exactly what a fresh
-analysis would and no verdict depends on what it holds.
+detector in the process; each holds only pure functions of its key, so a hit returns
+exactly what a fresh analysis would and no verdict depends on what they hold.
 """
 from __future__ import annotations
 
@@ -210,7 +210,7 @@ def _remember(memo: OrderedDict, key: str, value: ResultText) -> None:
 
 def read_result(text: str) -> ResultText:
     """``text`` (a tool's result) masked and analysed; memoised by the text and by the masked text."""
-    hit = _raw_memo.get(text)
+    hit = _raw_memo.get(text) if len(text) <= _MEMO_MAX_CHARS else None  # a longer text is never kept
     if hit is not None:
         return hit
     masked = mask_volatile(text)
