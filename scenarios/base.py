@@ -10,7 +10,7 @@ import random
 import warnings
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 from .agents import Script
 from .world import World
@@ -141,7 +141,20 @@ def episode_seed(suite_seed: int, family_name: str, index: int) -> int:
 
 
 def make_scenario(family_name: str, index: int, suite_seed: int = 0, **params: Any) -> Scenario:
-    info = registered().get(family_name)
+    return _scenario(registered(), family_name, index, suite_seed, params)
+
+
+def make_scenarios(requests: Iterable[tuple[str, int, Mapping[str, Any]]], suite_seed: int = 0) -> list[Scenario]:
+    """``make_scenario(family, index, suite_seed, **params)`` for each ``(family, index, params)``,
+    with the installed plug-ins looked up once: the entry-point scan reads every installed
+    package's metadata, which cost most of generating a suite when done per episode."""
+    families = registered()
+    return [_scenario(families, name, index, suite_seed, params) for name, index, params in requests]
+
+
+def _scenario(families: Mapping[str, FamilyInfo], family_name: str, index: int, suite_seed: int,
+              params: Mapping[str, Any]) -> Scenario:
+    info = families.get(family_name)
     if info is None:
         raise KeyError(f"unknown scenario family {family_name!r} (known: {', '.join(sorted(FAMILIES))})")
     seed = episode_seed(suite_seed, family_name, index)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from detectors.protocol import Detector, cost_counters
-from scenarios.base import Scenario, make_scenario
+from scenarios.base import Scenario, make_scenarios
 from scenarios.realsuite import load_real_suite
 from scenarios.trace import write_trace
 from scenarios.tree import Episode
@@ -58,8 +58,8 @@ def build_scenarios(families: Sequence[str], episodes: int, seed: int, family_pa
     """``episodes`` per family, times the family's weight in the suite (see ``episode_count``)."""
     from scenarios.suites import episode_count
 
-    return [make_scenario(f, i, seed, **family_params.get(f, {}))
-            for f in families for i in range(episode_count(episodes, (weights or {}).get(f, 1.0)))]
+    return make_scenarios([(f, i, family_params.get(f, {}))
+                           for f in families for i in range(episode_count(episodes, (weights or {}).get(f, 1.0)))], seed)
 
 
 def generate_episodes(scenarios: Sequence[Scenario], progress: bool = False) -> list[Episode]:
