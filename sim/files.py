@@ -40,6 +40,16 @@ def csv_text(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:
     return buf.getvalue()
 
 
+def write_cells(path: str | os.PathLike, rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> None:
+    """Like :func:`write_csv`, for rows already given as cells in ``columns`` order, each a
+    ``str`` or an ``int`` or passed through :func:`fmt` (the big per-call files)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    w.writerows(rows)
+    atomic_write(path, buf.getvalue())
+
+
 def write_csv(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> None:
     atomic_write(path, csv_text(rows, columns))
 

@@ -14,10 +14,12 @@ import hashlib
 import json
 import re
 import shutil
-from dataclasses import asdict, fields
+from dataclasses import fields
 from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
+
+import orjson
 
 from detectors.protocol import Verdict
 
@@ -39,22 +41,37 @@ def part_name(kind: str, label: str) -> str:
     return f"{kind}-{safe}-{hashlib.sha256(label.encode()).hexdigest()[:8]}.json"
 
 
+_VERDICT_TEXT = {v: v.value for v in Verdict}
+# Saved per episode; ``check_ns`` (every check's time) is in the task's timing row already.
+_CLOSED_FIELDS = tuple(f.name for f in fields(ClosedLoopStats) if f.name not in ("check_ns", "interventions"))
+
+
 def encode(kind: str, value: Any) -> dict[str, Any]:
     """A task's result (as ``sim.execute.pool`` returns it) as JSON-ready data."""
     result, timing = value
     if kind == "open":
+        verdict = _VERDICT_TEXT
         return {
-            "scores": {ep: [[s.node_id, s.call_index, s.depth, s.score, s.verdict.value, s.ns] for s in calls]
+            "scores": {ep: [[s.node_id, s.call_index, s.depth, s.score, verdict[s.verdict], s.ns] for s in calls]
                        for ep, calls in result.scores.items()},
             "errors": result.errors, "seconds": result.seconds, "timing": timing,
         }
     closed = {}
     for sid, st in result.items():
-        d = asdict(st)
-        d.pop("check_ns", None)  # measured already, in the timing row
+        d = {name: getattr(st, name) for name in _CLOSED_FIELDS}
         d["interventions"] = dict(st.interventions)
         closed[sid] = d
     return {"stats": closed, "timing": timing}
+
+
+def dumps(data: dict[str, Any]) -> bytes:
+    """``data`` as JSON with sorted keys: orjson (an open task's part holds ~40k scores, and
+    the parent writes each part while the workers run), the standard library for what
+    orjson does not take (keys that are not plain ``str``)."""
+    try:
+        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return json.dumps(data, sort_keys=True).encode()
 
 
 def decode(kind: str, label: str, data: dict[str, Any]) -> Any:
@@ -121,7 +138,7 @@ class Checkpoints:
         kind, label = key
         data = {"format": FORMAT, "config_hash": self.config_hash, "kind": kind, "label": label,
                 "result": encode(kind, value)}
-        atomic_write(self.dir / part_name(kind, label), json.dumps(data, sort_keys=True))
+        atomic_write(self.dir / part_name(kind, label), dumps(data))
 
     def finish(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -335,10 +335,12 @@ def _delta_view(an: Analysis, cgroups, deltas: Sequence[int]) -> None:
             for e, n, v in zip(g["episode"].tolist(), g["node"].tolist(), (g["verdict"] != "allow").tolist()):
                 alarms.setdefault(e, {})[n] = v
         errs = {r.episode: str(r.error) for r in errors[errors["detector"] == det].itertuples()}
+        # Where each unit first alarmed does not depend on Δ: found once, classified per Δ.
+        firsts = [(u, u.first_alarms(alarms.get(eid, {})), errs.get(eid)) for eid, u in an.data.units.items()]
         for dl in deltas:
             outs: list[Outcome] = []
-            for eid, u in an.data.units.items():
-                outs += u.outcomes(alarms.get(eid, {}), dl, error=errs.get(eid))
+            for u, first, err in firsts:
+                outs += u.outcomes_at(first, dl, err)
             s = summarize(outs, dl)
             row = {"detector": det, "delta": dl, "tp": s["tp"], "miss": s["miss"], "early": s["early"],
                    "late": s["late"], "miss_rate": s["miss_rate"], "median_delay": s["median_delay"]}

@@ -42,6 +42,12 @@ class CallScore:
     ns: int  # measured time of check + record, in nanoseconds
     error: str | None = None
 
+    def __reduce__(self):
+        # A detector task sends tens of thousands of these from its pool worker; as plain
+        # argument tuples they serialise and load about twice as fast as through the
+        # default slot-state protocol, and the parent loads every task's result serially.
+        return (CallScore, (self.node_id, self.call_index, self.depth, self.score, self.verdict, self.ns, self.error))
+
 
 
 DELTA = 5
@@ -86,21 +92,31 @@ class ScoringUnits:
 
     def outcomes(self, alarms: Mapping[str, bool], delta: int = DELTA, error: str | None = None) -> list[Outcome]:
         """Outcomes given which call nodes alarmed (node id -> alarm); see :func:`episode_outcomes`."""
+        return self.outcomes_at(self.first_alarms(alarms), delta, error)
+
+    def first_alarms(self, alarms: Mapping[str, bool]) -> tuple[int | None, ...]:
+        """Where the first alarm falls: the call index in a clean (or unlabelled) episode, else
+        the path position on each looping path; ``None`` where nothing alarmed. It does not
+        depend on the window, so a view over several windows works it out once."""
+        if not self.labelled or not self.looping:
+            return (min((i for n, i in self.clean if alarms.get(n, False)), default=None),)
+        # ``None`` marks a history call (before scored_from): it counts for positions only.
+        return tuple(next((i for i, n in enumerate(calls) if n is not None and alarms.get(n, False)), None)
+                     for _, calls, _ in self.looping)
+
+    def outcomes_at(self, first: tuple[int | None, ...], delta: int = DELTA, error: str | None = None) -> list[Outcome]:
+        """Outcomes from :meth:`first_alarms` at window ``delta``."""
         ep, fam = self.episode, self.family
         if not self.labelled or not self.looping:
             if self.labelled and error is not None:
                 return [Outcome(ep, fam, "episode", "fp", None, None, None, error=error)]
-            first = min((i for n, i in self.clean if alarms.get(n, False)), default=None)
-            kind = "unlabelled" if not self.labelled else ("tn" if first is None else "fp")
-            return [Outcome(ep, fam, "episode", kind, None, first, None, error=error if not self.labelled else None)]
+            kind = "unlabelled" if not self.labelled else ("tn" if first[0] is None else "fp")
+            return [Outcome(ep, fam, "episode", kind, None, first[0], None, error=error if not self.labelled else None)]
         out = []
-        for leaf, calls, onset in self.looping:
+        for (leaf, _, onset), a in zip(self.looping, first):
             if error is not None:
                 out.append(Outcome(ep, fam, leaf, "miss", onset, None, None, error=error))
-                continue
-            # ``None`` marks a history call (before scored_from): it counts for positions only.
-            a = next((i for i, n in enumerate(calls) if n is not None and alarms.get(n, False)), None)
-            if a is None:
+            elif a is None:
                 out.append(Outcome(ep, fam, leaf, "miss", onset, None, None))
             elif a < onset:
                 out.append(Outcome(ep, fam, leaf, "early", onset, a, None))
