@@ -23,7 +23,8 @@ from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_p
 from sim.scoring.thresholds import (FAR_TARGETS, CallScores, candidate_values, check_contract, heldout_totals, pick_best,
                          pick_calibrated, sweep, sweep_metrics, take)
 from scenarios.trace import read_trace
-from sim.scoring.uncertainty import Bootstrap, advisory_counts, episode_totals, metrics_from_totals, percentile_interval
+from sim.scoring.uncertainty import (Bootstrap, advisory_counts, episode_totals, metrics_from_totals, percentile_interval,
+                                     score_from_totals)
 
 #: Windows of the Δ sensitivity view (calls after the onset).
 DELTAS = (0, 1, 2, 3, 5, 8, 10)
@@ -301,7 +302,7 @@ def _thresholds(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta) ->
             met = pm["false_alarm_rate"][ip] <= target + 1e-12
             at(f"calibrated@{target * 100:g}%", ip, ir,
                "FAR target met on the clean episodes" if met else "no value meets the FAR target; lowest FAR")
-        score_fn = lambda t: metrics_from_totals(t, {"standard": std})["score_standard"]  # noqa: E731
+        score_fn = lambda t: score_from_totals(t, std)  # noqa: E731
         held_pt, pick_pt = heldout_totals(pf_point, score_fn, d_idx)
         held_rt, _ = heldout_totals(pf_round, score_fn, d_idx)
         held_outs = []

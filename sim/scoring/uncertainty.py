@@ -101,11 +101,18 @@ def metrics_from_totals(t: np.ndarray, profiles: Mapping[str, Mapping[str, float
         "mean_delay": _div(g["delay_sum"], g["tp"]),
         "alarms_per_1k": 1000.0 * _div(g["nl_alarms"], g["nl_calls"]),
     }
-    judged = (g["clean"] + g["looping"]) > 0
     for name, w in profiles.items():
-        s = composite_from_totals(g["credit"], g["miss"], g["early"], g["looping"], g["fp"], g["clean"], w)
-        out[f"score_{name}"] = np.where(judged, s, np.nan)
+        out[f"score_{name}"] = score_from_totals(t, w)
     return out
+
+
+def score_from_totals(t: np.ndarray, weights: Mapping[str, float]) -> np.ndarray:
+    """The composite of one profile from totals ``t[..., FIELDS]``, NaN where nothing was judged:
+    :func:`metrics_from_totals`'s score alone, for callers that pick by it over many resamples."""
+    g = {f: t[..., _F[f]] for f in ("credit", "miss", "early", "looping", "fp", "clean")}
+    judged = (g["clean"] + g["looping"]) > 0
+    s = composite_from_totals(g["credit"], g["miss"], g["early"], g["looping"], g["fp"], g["clean"], weights)
+    return np.where(judged, s, np.nan)
 
 
 def bootstrap_weights(strata: Sequence[str], rounds: int = ROUNDS, seed: int = SEED) -> np.ndarray:
