@@ -16,6 +16,7 @@ whose texts are all in the disk cache never imports them.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sqlite3
@@ -367,6 +368,9 @@ class Embedder:
                     self.hits += len(found)
                     self.disk_hits += len(found)
                     missing = [t for t in missing if t not in found]
+            if missing and _SHARD is not None:
+                index, count = _SHARD
+                missing = [t for t in missing if in_shard(t, index, count)]
             if missing:
                 vectors = self._run_model(missing)
                 self.model_calls += len(missing)
@@ -375,6 +379,10 @@ class Embedder:
                     disk.put(missing, vectors)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        if _SHARD is not None:  # rows of other shards' texts: zeros, never kept (see ``encoding_shard``)
+            dim = next((v.shape[0] for v in memory.values()), 1)
+            blank = np.zeros(dim, dtype=np.float32)
+            return np.stack([memory.get(t, blank) for t in texts])
         return np.stack([memory[t] for t in texts])
 
     def vector(self, text: str) -> np.ndarray:
@@ -426,6 +434,31 @@ def clip(text: str) -> str:
 
 
 _SHARED: dict[tuple[str | None, str | None, str], Embedder] = {}
+_SHARD: tuple[int, int] | None = None
+
+
+def in_shard(text: str, index: int, count: int) -> bool:
+    """Whether ``text`` is in shard ``index`` of ``count``: a stable split of any set of texts."""
+    return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass")) % count == index
+
+
+@contextlib.contextmanager
+def encoding_shard(index: int, count: int):
+    """Within the block, embedders encode (and cache) only the texts of shard ``index`` of
+    ``count``; the rows they return for other uncached texts are zeros and are kept nowhere.
+
+    For processes that only fill the disk cache (``loopbench run`` spreads the suite's
+    encoding over every worker this way, one shard each, rather than over one worker while
+    the others wait): a detector whose prefetch runs in the block must be thrown away after.
+    """
+    global _SHARD
+    if not 0 <= index < count:
+        raise ValueError(f"shard {index} of {count}")
+    before, _SHARD = _SHARD, (index, count)
+    try:
+        yield
+    finally:
+        _SHARD = before
 
 
 def shared_embedder(model_path: str | Path | None = None, cache_dir: str | Path | None = None) -> Embedder:

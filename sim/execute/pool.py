@@ -117,18 +117,23 @@ def failed_task(task: tuple[str, Any], message: str) -> Any:
     return merge_shards([failed_shard(kind, spec.label, _EPISODES, _SCENARIOS, message)])
 
 
-def prefetch_suite(specs: Sequence[Any], episodes: Sequence[Episode]) -> None:
-    """Encode the suite's texts once for each model-backed spec (into the shared disk cache)."""
+def prefetch_suite(specs: Sequence[Any], episodes: Sequence[Episode], shard: tuple[int, int] = (0, 1)) -> None:
+    """Encode the suite's texts once for each model-backed spec (into the shared disk cache);
+    with ``shard=(i, k)`` only the i-th of k disjoint parts of them, so k workers share the work."""
+    from detectors.embedding_model import encoding_shard
+
     calls = [n.call for ep in episodes for n in ep.tool_nodes()]
-    for spec in specs:
-        spec.build().prefetch(calls)
+    with encoding_shard(*shard):
+        for spec in specs:
+            spec.build().prefetch(calls)  # built for this and dropped: its rows may be blanks
 
 
 def _run_guarded(task: tuple[str, Any], watch: Watchdog) -> tuple[tuple[str, str], Any]:
     kind, spec = task
     try:
         if kind == "prefetch":
-            prefetch_suite(spec, _EPISODES)
+            specs, shard = spec
+            prefetch_suite(specs, _EPISODES, shard)
             return (kind, ""), None
         return (kind, spec.label), merge_shards([run_shard(kind, spec, _EPISODES, _SCENARIOS, watch)])
     except Exception as exc:  # noqa: BLE001 — e.g. the detector cannot be built in the worker
@@ -258,10 +263,11 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
     labels = {spec.label for spec in shared}
     held = [t for t in order if t[1].label in labels]
     pending = [t for t in order if t[1].label not in labels][::-1]
-    if shared:
-        # Model-backed detectors encode the suite once, in one worker, while the others run;
-        # their tasks start after, on a warm cache.
-        pending.append(("prefetch", shared))
+    # Model-backed detectors encode the suite once, in as many disjoint shards as there are
+    # workers (on a cold cache that encoding is most of the run: one worker doing it all left
+    # the others idle once the cheap tasks were done); their tasks start after, on a warm cache.
+    prefetching = n if shared else 0
+    pending.extend(("prefetch", (shared, (i, prefetching))) for i in reversed(range(prefetching)))
     hard = hard_limit(limit) if limit else None
     pool: list[_Worker] = []
     try:
@@ -287,7 +293,9 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                     else:
                         w.task = None
                         if key[0] == "prefetch":
-                            pending.extend(held[::-1])
+                            prefetching -= 1
+                            if not prefetching:
+                                pending.extend(held[::-1])
                         else:
                             done(key, value)
                         continue
@@ -301,7 +309,9 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                     w.stop(kill=True)
                     pool.remove(w)
                     if task[0] == "prefetch":
-                        pending.extend(held[::-1])  # they encode their own texts
+                        prefetching -= 1
+                        if not prefetching:
+                            pending.extend(held[::-1])  # they encode what is still missing themselves
                     else:
                         done((task[0], task[1].label), failed_task(task, failure))
     finally:

@@ -157,3 +157,35 @@ def test_pool_workers_forked_after_the_parent_encoded_do_not_hang(tmp_path, back
         proc.communicate()
         pytest.fail("a pool worker forked after the parent encoded hung")
     assert proc.returncode == 0 and out.strip() == "ok", err[-2000:]
+
+
+def test_encoding_shards_split_the_work_and_keep_no_blank(tmp_path):
+    """``loopbench run`` fills the cache in one shard per worker: together the shards encode
+    every distinct text exactly once, and no shard keeps a row it did not encode."""
+    from detectors.embedding_model import encoding_shard, in_shard
+
+    texts = [f"request number {i} about topic {i % 13}" for i in range(300)]
+    encoded = []
+    for index in range(3):
+        emb = Embedder(encode=HashingEncoder(dim=64), model_name="hashing-64", cache_dir=tmp_path)
+        with encoding_shard(index, 3):
+            rows = emb.embed(texts + texts[:10])
+        mine = [t for t in texts if in_shard(t, index, 3)]
+        assert 0 < len(mine) < len(texts) and emb.model_calls == len(mine)
+        # What it holds: its own texts and the earlier shards' (read from the disk they
+        # filled); the later shards' texts are neither encoded nor kept, their rows blank.
+        done = {t for t in texts if any(in_shard(t, j, 3) for j in range(index + 1))}
+        assert set(emb._memory) == done and emb.disk_hits == len(done) - len(mine)
+        assert not rows[[i for i, t in enumerate(texts) if t not in done]].any()
+        assert rows[[i for i, t in enumerate(texts) if t in done]].any(axis=1).all()
+        encoded.append(emb.model_calls)
+    assert sum(encoded) == len(texts)
+    # Outside a shard, everything comes from the disk the shards filled, equal to a fresh encoding.
+    reader = Embedder(encode=HashingEncoder(dim=64), model_name="hashing-64", cache_dir=tmp_path)
+    vectors = reader.embed(texts)
+    assert reader.model_calls == 0 and reader.disk_hits == len(texts)
+    fresh = Embedder(encode=HashingEncoder(dim=64), model_name="hashing-64").embed(texts)
+    np.testing.assert_allclose(vectors, fresh, atol=1e-6)
+    with pytest.raises(ValueError):
+        with encoding_shard(3, 3):
+            pass
