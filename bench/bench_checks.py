@@ -10,8 +10,12 @@ Prints, on this machine and Python:
   4. with --suite NAME, only: check()+record() of each detector over that suite's
      episodes, replayed in open loop as `loopbench run` times them (p50, p95, mean of
      the wall-clock time, and of the thread's CPU time, which other load on the machine
-     inflates less), best of --repeat passes, each on a fresh detector.
-Run: python bench/bench_checks.py [--quick] [--detectors a,b] [--suite default [--repeat 3]]
+     inflates less), best of --repeat passes, each on a fresh detector;
+  5. with --breakdown NAME, only: where progress_guard's check()+record() time goes over that
+     suite: calls by whether their arguments and their result text are new to the run, the
+     CPU p50 of each kind, and the same call checked and recorded again at once (an equal
+     call object, so every memo hits: the cost of the state update alone).
+Run: python bench/bench_checks.py [--quick] [--detectors a,b] [--suite default [--repeat 3]] [--breakdown default]
 """
 from __future__ import annotations
 
@@ -145,6 +149,71 @@ def suite_replay(names: list[str], suite_name: str, repeat: int) -> None:
         print(f"   {name:16s}" + "".join(f"{v:8.1f}us" for v in best))
 
 
+def breakdown(suite_name: str) -> None:
+    """Section 5: progress_guard's per-call CPU time by what is new in the call."""
+    import scenarios.families  # noqa: F401  (registers the families)
+    from detectors.callmemo import args_key
+    from detectors.signature import content_text
+    from scenarios.suites import load_suite
+    from scenarios.tree import ThinkNode
+    from sim.execute.runner import build_scenarios, generate_episodes
+
+    suite = load_suite(suite_name)
+    episodes = generate_episodes(build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params,
+                                                 suite.family_weights))
+    det = make_detector("progress_guard")
+    det.prefetch([n.call for ep in episodes for n in ep.tool_nodes()])
+    clock = time.thread_time_ns
+    seen_calls: set = set()
+    seen_texts: set = set()
+    kinds: dict[str, list[int]] = {}
+    first: list[int] = []
+    again: list[int] = []
+    for ep in episodes:
+        state_after = {None: det.start()}
+        for node in ep.nodes:
+            state = state_after[node.parent]
+            if isinstance(node, ThinkNode):
+                state_after[node.id] = det.on_message(state, node.message)
+                continue
+            call, obs = node.call, node.observation
+            key = (call.tool, args_key(call.args))
+            text = content_text(obs.content) if obs is not None and obs.content is not None else None
+            kind = ("new call" if key not in seen_calls else "known call") + (
+                ", new result" if text is not None and text not in seen_texts else ", known result")
+            seen_calls.add(key)
+            seen_texts.add(text)
+            t0 = clock()
+            decision = det.check(state, call)
+            new_state = det.record(state, call, decision, obs)
+            t1 = clock()
+            twin = ToolCall(call.tool, call.args, call.call_id, call.step, call.turn)
+            t2 = clock()
+            det.record(state, twin, det.check(state, twin), obs)
+            t3 = clock()
+            first.append(t1 - t0)
+            again.append(t3 - t2)
+            kinds.setdefault(kind, []).append(t1 - t0)
+            state_after[node.id] = new_state
+    n = len(first)
+    print(f"5. progress_guard check()+record() CPU time over suite {suite_name!r} ({n} calls), by what is new")
+    print(f"   {'calls':32s} {'share':>6s} {'p50':>8s} {'p95':>8s} {'mean':>8s}")
+    for kind, ns in sorted(kinds.items()):
+        p50, p95, mean = quantiles(ns)
+        print(f"   {kind:32s} {len(ns) / n:6.1%} {p50:6.1f}us {p95:6.1f}us {mean:6.1f}us")
+    for label, ns in (("all, as run", first), ("the same call again (memos hit)", again)):
+        p50, p95, mean = quantiles(ns)
+        print(f"   {label:32s} {1:6.0%} {p50:6.1f}us {p95:6.1f}us {mean:6.1f}us")
+    from detectors.result_news import ResultText, mask_volatile
+
+    texts = [t for t in seen_texts if t is not None]
+    t0 = clock()
+    for t in texts:
+        ResultText(mask_volatile(t))
+    print(f"   reading a result afresh (mask, tokens, items): {(clock() - t0) / len(texts) / 1e3:.1f} us mean "
+          f"over the {len(texts)} distinct result texts; {len(seen_calls)} distinct calls")
+
+
 def _cpu_times(det, episode) -> list[int]:
     """Thread CPU time of check()+record() per tool call of ``episode``, path by path state."""
     from scenarios.tree import ThinkNode
@@ -173,7 +242,11 @@ def main() -> None:
     ap.add_argument("--detectors", default="")
     ap.add_argument("--suite", default="", help="only section 4, over this suite's episodes")
     ap.add_argument("--repeat", type=int, default=3, help="passes over the suite (section 4)")
+    ap.add_argument("--breakdown", default="", help="only section 5, over this suite's episodes")
     a = ap.parse_args()
+    if a.breakdown:
+        breakdown(a.breakdown)
+        return
     number, repeat = (300, 7) if a.quick else (2000, 21)
     names = [n for n in (a.detectors.split(",") if a.detectors else available()) if n]
     if a.suite:
