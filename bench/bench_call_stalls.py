@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's code
 
 from detectors.registry import make_detector  # noqa: E402
 from scenarios.suites import load_suite  # noqa: E402
-from scenarios.tree import ThinkNode  # noqa: E402
+from sim.play.openloop import walk_tree  # noqa: E402
 from sim.execute.runner import build_scenarios, generate_episodes  # noqa: E402
 
 
@@ -30,17 +30,15 @@ def timed_calls(det, episodes) -> list[tuple[float, float]]:
     """(wall seconds, CPU seconds) of every check + record, along each episode's tree."""
     wall, cpu = time.perf_counter, time.thread_time
     out = []
+
+    def timed(state, node):
+        w0, c0 = wall(), cpu()
+        new_state = det.record(state, node.call, det.check(state, node.call), node.observation)
+        out.append((wall() - w0, cpu() - c0))
+        return new_state
+
     for ep in episodes:
-        state_after = {None: det.start()}
-        for node in ep.nodes:
-            state = state_after[node.parent]
-            if isinstance(node, ThinkNode):
-                state_after[node.id] = det.on_message(state, node.message)
-                continue
-            w0, c0 = wall(), cpu()
-            decision = det.check(state, node.call)
-            state_after[node.id] = det.record(state, node.call, decision, node.observation)
-            out.append((wall() - w0, cpu() - c0))
+        walk_tree(det, ep, timed)
     return out
 
 

@@ -155,8 +155,8 @@ def breakdown(suite_name: str) -> None:
     from detectors.callmemo import args_key
     from detectors.signature import content_text
     from scenarios.suites import load_suite
-    from scenarios.tree import ThinkNode
     from sim.execute.runner import build_scenarios, generate_episodes
+    from sim.play.openloop import walk_tree
 
     suite = load_suite(suite_name)
     episodes = generate_episodes(build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params,
@@ -169,32 +169,29 @@ def breakdown(suite_name: str) -> None:
     kinds: dict[str, list[int]] = {}
     first: list[int] = []
     again: list[int] = []
+    def step(state, node):
+        call, obs = node.call, node.observation
+        key = (call.tool, args_key(call.args))
+        text = content_text(obs.content) if obs is not None and obs.content is not None else None
+        kind = ("new call" if key not in seen_calls else "known call") + (
+            ", new result" if text is not None and text not in seen_texts else ", known result")
+        seen_calls.add(key)
+        seen_texts.add(text)
+        t0 = clock()
+        decision = det.check(state, call)
+        new_state = det.record(state, call, decision, obs)
+        t1 = clock()
+        twin = ToolCall(call.tool, call.args, call.call_id, call.step, call.turn)
+        t2 = clock()
+        det.record(state, twin, det.check(state, twin), obs)
+        t3 = clock()
+        first.append(t1 - t0)
+        again.append(t3 - t2)
+        kinds.setdefault(kind, []).append(t1 - t0)
+        return new_state
+
     for ep in episodes:
-        state_after = {None: det.start()}
-        for node in ep.nodes:
-            state = state_after[node.parent]
-            if isinstance(node, ThinkNode):
-                state_after[node.id] = det.on_message(state, node.message)
-                continue
-            call, obs = node.call, node.observation
-            key = (call.tool, args_key(call.args))
-            text = content_text(obs.content) if obs is not None and obs.content is not None else None
-            kind = ("new call" if key not in seen_calls else "known call") + (
-                ", new result" if text is not None and text not in seen_texts else ", known result")
-            seen_calls.add(key)
-            seen_texts.add(text)
-            t0 = clock()
-            decision = det.check(state, call)
-            new_state = det.record(state, call, decision, obs)
-            t1 = clock()
-            twin = ToolCall(call.tool, call.args, call.call_id, call.step, call.turn)
-            t2 = clock()
-            det.record(state, twin, det.check(state, twin), obs)
-            t3 = clock()
-            first.append(t1 - t0)
-            again.append(t3 - t2)
-            kinds.setdefault(kind, []).append(t1 - t0)
-            state_after[node.id] = new_state
+        walk_tree(det, ep, step)
     n = len(first)
     print(f"5. progress_guard check()+record() CPU time over suite {suite_name!r} ({n} calls), by what is new")
     print(f"   {'calls':32s} {'share':>6s} {'p50':>8s} {'p95':>8s} {'mean':>8s}")
@@ -216,23 +213,18 @@ def breakdown(suite_name: str) -> None:
 
 def _cpu_times(det, episode) -> list[int]:
     """Thread CPU time of check()+record() per tool call of ``episode``, path by path state."""
-    from scenarios.tree import ThinkNode
+    from sim.play.openloop import walk_tree
 
     clock = time.thread_time_ns
-    run_scope = getattr(det, "scope", "path") == "run"
-    state_after = {None: det.start()}
-    run_state = state_after[None]
     out = []
-    for node in episode.nodes:
-        state = run_state if run_scope else state_after[node.parent]
-        if isinstance(node, ThinkNode):
-            new_state = det.on_message(state, node.message)
-        else:
-            t0 = clock()
-            decision = det.check(state, node.call)
-            new_state = det.record(state, node.call, decision, node.observation)
-            out.append(clock() - t0)
-        state_after[node.id] = run_state = new_state
+
+    def timed(state, node):
+        t0 = clock()
+        new_state = det.record(state, node.call, det.check(state, node.call), node.observation)
+        out.append(clock() - t0)
+        return new_state
+
+    walk_tree(det, episode, timed)
     return out
 
 

@@ -9,7 +9,7 @@ for a call that never ran, ``recorded=False`` for one that ran without a recorde
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from detectors.protocol import Decision, Detector, Verdict
 
@@ -94,6 +94,23 @@ def score_episode(detector: Detector, episode: Episode, watch: Watchdog | None =
     finally:
         end()
     return out
+
+
+def walk_tree(detector: Detector, episode: Episode, on_call: Callable[[Any, ToolNode], Any]) -> None:
+    """Feed ``episode`` to ``detector`` as :func:`score_episode` does, without its timing and
+    checks: each node gets the state after its parent (one threaded state for a run-scoped
+    detector), a thought goes to ``on_message``, and ``on_call(state, node)`` returns the
+    state after a tool node (benchmarks time the detector's calls inside it)."""
+    run_scope = getattr(detector, "scope", "path") == "run"
+    state_after: dict[str | None, Any] = {None: detector.start()}
+    run_state = state_after[None]
+    for node in episode.nodes:
+        state = run_state if run_scope else state_after[node.parent]
+        if isinstance(node, ThinkNode):
+            new_state = detector.on_message(state, node.message)
+        else:
+            new_state = on_call(state, node)
+        state_after[node.id] = run_state = new_state
 
 
 def path_calls(episode: Episode) -> list[list[ToolNode]]:
