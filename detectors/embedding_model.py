@@ -359,6 +359,8 @@ class Embedder:
         missing = [t for t in distinct if t not in memory]
         self.lookups += len(distinct)
         self.hits += len(distinct) - len(missing)
+        if missing and _SHARD is not None:  # only this shard's texts are looked up and encoded
+            missing = [t for t in missing if in_shard(t, *_SHARD)]
         if missing:
             disk = self._disk_cache()
             if disk is not None:
@@ -368,9 +370,6 @@ class Embedder:
                     self.hits += len(found)
                     self.disk_hits += len(found)
                     missing = [t for t in missing if t not in found]
-            if missing and _SHARD is not None:
-                index, count = _SHARD
-                missing = [t for t in missing if in_shard(t, index, count)]
             if missing:
                 vectors = self._run_model(missing)
                 self.model_calls += len(missing)

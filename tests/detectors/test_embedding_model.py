@@ -172,12 +172,11 @@ def test_encoding_shards_split_the_work_and_keep_no_blank(tmp_path):
             rows = emb.embed(texts + texts[:10])
         mine = [t for t in texts if in_shard(t, index, 3)]
         assert 0 < len(mine) < len(texts) and emb.model_calls == len(mine)
-        # What it holds: its own texts and the earlier shards' (read from the disk they
-        # filled); the later shards' texts are neither encoded nor kept, their rows blank.
-        done = {t for t in texts if any(in_shard(t, j, 3) for j in range(index + 1))}
-        assert set(emb._memory) == done and emb.disk_hits == len(done) - len(mine)
-        assert not rows[[i for i, t in enumerate(texts) if t not in done]].any()
-        assert rows[[i for i, t in enumerate(texts) if t in done]].any(axis=1).all()
+        # It looks up and holds only its own texts (not even the earlier shards' from the
+        # disk they filled); the other shards' rows are blank.
+        assert set(emb._memory) == set(mine) and emb.disk_hits == 0
+        assert not rows[[i for i, t in enumerate(texts) if t not in set(mine)]].any()
+        assert rows[[i for i, t in enumerate(texts) if t in set(mine)]].any(axis=1).all()
         encoded.append(emb.model_calls)
     assert sum(encoded) == len(texts)
     # Outside a shard, everything comes from the disk the shards filled, equal to a fresh encoding.
