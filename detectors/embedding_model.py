@@ -299,6 +299,7 @@ class Embedder:
         self.disk_hits = 0
         self.model_calls = 0
         self.encode_batches = 0
+        self._lowercases: bool | None = None
 
     # -- identity ----------------------------------------------------------------------
     @property
@@ -332,6 +333,21 @@ class Embedder:
             source = str(self._model_path or "bundled")
         return f"Embedder({source!r}, cache_dir={str(self.cache_dir) if self.cache_dir else None!r})"
 
+    # -- keys --------------------------------------------------------------------------
+    def _key(self, text: str) -> str:
+        """The text the cache keeps and the model encodes: ``text`` clipped, and for a model
+        whose tokenizer lower-cases (all-MiniLM-L6-v2's does), plain text lower-cased with its
+        whitespace collapsed, since the model sees the same tokens either way. Detectors
+        that ask for the same words in another case or spacing (the embedding detector's raw
+        query, progress_guard's normalised one) then share one vector instead of encoding it
+        twice; on the default suite that is most of progress_guard's texts."""
+        text = clip(text)
+        if self._lowercases is None:
+            self._lowercases = self._encode is None and tokenizer_lowercases(self.model_path)
+        if self._lowercases and _PLAIN_TEXT.fullmatch(text):
+            return " ".join(text.lower().split())
+        return text
+
     # -- encoding ------------------------------------------------------------------------
     def _run_model(self, texts: list[str]) -> np.ndarray:
         self.encode_batches += 1
@@ -353,7 +369,8 @@ class Embedder:
 
     def embed(self, texts: Iterable[str]) -> np.ndarray:
         """Unit vectors for ``texts`` (one row each, in order), encoding only uncached texts, in one batch."""
-        texts = [clip(t) for t in texts]
+        key = self._key
+        texts = [key(t) for t in texts]
         distinct = list(dict.fromkeys(texts))
         memory = self._memory
         missing = [t for t in distinct if t not in memory]
@@ -386,7 +403,7 @@ class Embedder:
 
     def vector(self, text: str) -> np.ndarray:
         """The unit vector of one text (cached)."""
-        text = clip(text)
+        text = self._key(text)
         vec = self._memory.get(text)
         if vec is not None:  # the hot path of a check: a dict lookup, nothing else
             self.lookups += 1
@@ -430,6 +447,25 @@ class HashingEncoder:
 
 def clip(text: str) -> str:
     return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS]
+
+
+# Printable ASCII, tab, newline and carriage return: text on which a BERT tokenizer's
+# normaliser (lower-case; whitespace to spaces; other control characters, such as \x0b or
+# \x1f, dropped) and pre-tokeniser (split on whitespace and punctuation) give the same tokens
+# as on the text lower-cased with its whitespace runs collapsed by ``str.split``.
+_PLAIN_TEXT = re.compile(r"[\x20-\x7e\t\n\r]*")
+
+
+def tokenizer_lowercases(model_path: Path) -> bool:
+    """Whether the model's tokenizer (``tokenizer.json``) lower-cases text before anything else:
+    a BERT normaliser with ``lowercase`` set. False when the file says otherwise or cannot be read."""
+    import json
+
+    try:
+        normalizer = json.loads((Path(model_path) / "tokenizer.json").read_text(encoding="utf-8")).get("normalizer")
+    except (OSError, ValueError):
+        return False
+    return isinstance(normalizer, dict) and normalizer.get("type") == "BertNormalizer" and normalizer.get("lowercase") is True
 
 
 _SHARED: dict[tuple[str | None, str | None, str], Embedder] = {}

@@ -188,3 +188,26 @@ def test_encoding_shards_split_the_work_and_keep_no_blank(tmp_path):
     with pytest.raises(ValueError):
         with encoding_shard(3, 3):
             pass
+
+
+def test_texts_the_tokenizer_cannot_tell_apart_share_one_key():
+    """The bundled model lower-cases before tokenising, so a query in another case or spacing
+    is the same model input: one cache key, one encoding. Only plain text is folded; a text
+    with a control character the tokenizer drops (\\x0b, \\x1f) keeps its own key."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from detectors.embedding_model import bundled_model_path, tokenizer_lowercases
+
+    path = bundled_model_path()
+    assert tokenizer_lowercases(path)
+    emb = Embedder(path)
+    tok = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+    texts = ["Poll Results And Dashboards", "poll results  and\tdashboards\n", "  Q3 revenue, EMEA (2024)!  ",
+             "read_file({\"path\": \"SRC/Main.py\"})", "x\x0bY", "a\x1fB", "Ünïcode Straße", "tab\tand\r\nCRLF"]
+    keys = [emb._key(t) for t in texts]
+    assert keys[0] == keys[1] == "poll results and dashboards"
+    assert keys[4] == "x\x0bY" and keys[5] == "a\x1fB" and keys[6] == "Ünïcode Straße"
+    for text, key in zip(texts, keys):
+        assert tok.encode(text).ids == tok.encode(key).ids, text
+    # A replacement encoder is not assumed to be case-blind: its texts keep their case.
+    assert fake()[0]._key("Poll Results") == "Poll Results"
+    assert not tokenizer_lowercases(Path("/nonexistent"))
