@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from sim.config.runfolder import read_run_manifest
+from sim.forking import default_workers, each, map_forked
 from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_profiles, scoring_units, summarize
 from sim.scoring.thresholds import (FAR_TARGETS, CallScores, candidate_values, check_contract, heldout_totals, pick_best,
                          pick_calibrated, sweep, sweep_metrics, take)
@@ -248,78 +249,110 @@ def _build(det: str, an: Analysis):
     return DetectorSpec(det, spec, params).build()
 
 
+_SWEEP: tuple | None = None  # what forked sweep workers read (set before they fork)
+
+
 def _thresholds(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta) -> None:
-    """Sweep every detector with a threshold parameter; pick the labelled operating points."""
+    """Sweep every detector with a threshold parameter; pick the labelled operating points.
+
+    The detectors are independent and their sweeps most of an analysis, so they run in
+    forked processes, one per core; each returns the rows it added, kept in detector order.
+    """
+    global _SWEEP
+    dets = list(an.data.detectors)
+    marks = (len(an.curves), len(an.thresholds), len(an.notes))
+    errors_all = an.data.outcomes[an.data.outcomes["error"].notna() & (an.data.outcomes["error"] != "")]
+    _SWEEP = (an, boot, cgroups, by_det, index, delta, errors_all)
+    try:
+        parts = map_forked(_sweep_one, each(dets), min(default_workers(), len(dets)))
+    finally:
+        _SWEEP = None
+    # In this process (one core) the rows were added already: start again from the marks.
+    del an.curves[marks[0]:], an.thresholds[marks[1]:], an.notes[marks[2]:]
+    for curves, rows, notes in parts:
+        an.curves += curves
+        an.thresholds += rows
+        an.notes += notes
+
+
+def _sweep_one(det: str) -> tuple[list, list, list]:
+    """One detector's sweep (see ``_thresholds``): the curve rows, threshold rows and notes it adds."""
+    an, boot, cgroups, by_det, index, delta, errors_all = _SWEEP
+    marks = (len(an.curves), len(an.thresholds), len(an.notes))
+    _sweep_detector(an, boot, cgroups, by_det, index, delta, errors_all, det)
+    return an.curves[marks[0]:], an.thresholds[marks[1]:], an.notes[marks[2]:]
+
+
+def _sweep_detector(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta, errors_all, det: str) -> None:
+    """``det``'s threshold curve and operating points (or its default row, when it has no
+    threshold parameter or its stored scores break the sweep contract), added to ``an``."""
     profiles = an.profiles
     std = profiles["standard"]
     fams = list(boot.groups)
-    errors_all = an.data.outcomes[an.data.outcomes["error"].notna() & (an.data.outcomes["error"] != "")]
-    for det in an.data.detectors:
-        x_default = None
-        try:
-            detector = _build(det, an) if det in an.data.specs else None
-        except Exception as exc:  # noqa: BLE001 — a plug-in that no longer builds: default only
-            detector = None
-            an.notes.append(f"{det}: cannot rebuild ({type(exc).__name__}); shown at its default only")
-        param = getattr(detector, "threshold_param", None) if detector is not None else None
-        if param is None or det not in cgroups:
-            x_default = episode_totals(by_det[det], index, delta)
-            _default_row(an, det, by_det[det], boot, x_default, note="no threshold parameter")
-            continue
-        default = getattr(detector, param)
-        cs = CallScores.from_rows(cgroups[det])
-        bad, total = check_contract(detector, cs, default)
-        if bad:
-            an.notes.append(f"{det}: {bad} of {total} stored verdicts disagree with score >= threshold_for(tool, "
-                            f"{param}); its scores cannot be swept, so it is shown at its default only")
-            _default_row(an, det, by_det[det], boot, episode_totals(by_det[det], index, delta), note="sweep contract broken")
-            continue
-        values = candidate_values(detector, cs, default)
-        errs = {r.episode: str(r.error) for r in errors_all[errors_all["detector"] == det].itertuples()}
-        outs = sweep(an.data.units, cs, detector, values, delta, errs)
-        d_idx = values.index(default)
-        # (V, N, k) per-episode totals; per family (F, V, k) and per round (R, F, V, k).
-        x = np.stack([episode_totals(o, index, delta) for o in outs])  # (V, N, k)
-        xe = np.moveaxis(x, 0, 1)  # (N, V, k)
-        pf_point, pf_round = boot.family_totals(xe)  # (F, V, k), (R, F, V, k)
-        pt, rt = pf_point.sum(0), pf_round.sum(1)  # (V, k), (R, V, k)
-        pm, rm = metrics_from_totals(pt, profiles), metrics_from_totals(rt, profiles)
-        for v, row in zip(values, sweep_metrics(values, outs, {"standard": std}, delta)):
-            an.curves.append({"detector": det, "param": param, "value": v, "far": row["false_alarm_rate"],
-                              "miss_rate": row["miss_rate"], "median_delay": row["median_delay"],
-                              "score_standard": row["score_standard"], "default": v == default})
+    try:
+        detector = _build(det, an) if det in an.data.specs else None
+    except Exception as exc:  # noqa: BLE001 — a plug-in that no longer builds: default only
+        detector = None
+        an.notes.append(f"{det}: cannot rebuild ({type(exc).__name__}); shown at its default only")
+    param = getattr(detector, "threshold_param", None) if detector is not None else None
+    if param is None or det not in cgroups:
+        x_default = episode_totals(by_det[det], index, delta)
+        _default_row(an, det, by_det[det], boot, x_default, note="no threshold parameter")
+        return
+    default = getattr(detector, param)
+    cs = CallScores.from_rows(cgroups[det])
+    bad, total = check_contract(detector, cs, default)
+    if bad:
+        an.notes.append(f"{det}: {bad} of {total} stored verdicts disagree with score >= threshold_for(tool, "
+                        f"{param}); its scores cannot be swept, so it is shown at its default only")
+        _default_row(an, det, by_det[det], boot, episode_totals(by_det[det], index, delta), note="sweep contract broken")
+        return
+    values = candidate_values(detector, cs, default)
+    errs = {r.episode: str(r.error) for r in errors_all[errors_all["detector"] == det].itertuples()}
+    outs = sweep(an.data.units, cs, detector, values, delta, errs)
+    d_idx = values.index(default)
+    # (V, N, k) per-episode totals; per family (F, V, k) and per round (R, F, V, k).
+    x = np.stack([episode_totals(o, index, delta) for o in outs])  # (V, N, k)
+    xe = np.moveaxis(x, 0, 1)  # (N, V, k)
+    pf_point, pf_round = boot.family_totals(xe)  # (F, V, k), (R, F, V, k)
+    pt, rt = pf_point.sum(0), pf_round.sum(1)  # (V, k), (R, V, k)
+    pm, rm = metrics_from_totals(pt, profiles), metrics_from_totals(rt, profiles)
+    for v, row in zip(values, sweep_metrics(values, outs, {"standard": std}, delta)):
+        an.curves.append({"detector": det, "param": param, "value": v, "far": row["false_alarm_rate"],
+                          "miss_rate": row["miss_rate"], "median_delay": row["median_delay"],
+                          "score_standard": row["score_standard"], "default": v == default})
 
-        def at(kind, i_point, i_round, note=""):
-            rr = take(rt, i_round)
-            m = metrics_from_totals(rr, profiles)
-            an.thresholds.append(_row(det, kind, values[int(i_point)], outs[int(i_point)], profiles, delta,
-                                      m["score_standard"], m["false_alarm_rate"], m["miss_rate"], note=note))
+    def at(kind, i_point, i_round, note=""):
+        rr = take(rt, i_round)
+        m = metrics_from_totals(rr, profiles)
+        an.thresholds.append(_row(det, kind, values[int(i_point)], outs[int(i_point)], profiles, delta,
+                                  m["score_standard"], m["false_alarm_rate"], m["miss_rate"], note=note))
 
-        at("default", d_idx, np.full(an.rounds, d_idx), f"{param} as run")
-        for target in FAR_TARGETS:
-            ip = pick_calibrated(pm["false_alarm_rate"], pm["miss_rate"], pm["score_standard"], target, d_idx)
-            ir = pick_calibrated(rm["false_alarm_rate"], rm["miss_rate"], rm["score_standard"], target, d_idx)
-            met = pm["false_alarm_rate"][ip] <= target + 1e-12
-            at(f"calibrated@{target * 100:g}%", ip, ir,
-               "FAR target met on the clean episodes" if met else "no value meets the FAR target; lowest FAR")
-        score_fn = lambda t: score_from_totals(t, std)  # noqa: E731
-        held_pt, pick_pt = heldout_totals(pf_point, score_fn, d_idx)
-        held_rt, _ = heldout_totals(pf_round, score_fn, d_idx)
-        held_outs = []
-        fam_of = {k: f for f, idx in boot.groups.items() for k in np.asarray(boot.keys)[idx]}
-        for fi, f in enumerate(fams):
-            held_outs += [o for o in outs[int(pick_pt[fi])] if fam_of.get(o.episode) == f]
-        chosen = [values[int(i)] for i in pick_pt]
-        mode = statistics.mode(chosen)
-        hm = metrics_from_totals(held_rt, profiles)
-        row = _row(det, "calibrated_heldout", mode, held_outs, profiles, delta, hm["score_standard"],
-                   hm["false_alarm_rate"], hm["miss_rate"],
-                   note="leave-one-family-out; values picked: " + ", ".join(
-                       f"{_fmt_value(v)}×{chosen.count(v)}" for v in sorted(set(chosen))))
-        an.thresholds.append(row)
-        ip = pick_best(pm["score_standard"], d_idx)
-        ir = pick_best(rm["score_standard"], d_idx)
-        at("oracle", ip, ir, "best on the scored episodes: an upper bound")
+    at("default", d_idx, np.full(an.rounds, d_idx), f"{param} as run")
+    for target in FAR_TARGETS:
+        ip = pick_calibrated(pm["false_alarm_rate"], pm["miss_rate"], pm["score_standard"], target, d_idx)
+        ir = pick_calibrated(rm["false_alarm_rate"], rm["miss_rate"], rm["score_standard"], target, d_idx)
+        met = pm["false_alarm_rate"][ip] <= target + 1e-12
+        at(f"calibrated@{target * 100:g}%", ip, ir,
+           "FAR target met on the clean episodes" if met else "no value meets the FAR target; lowest FAR")
+    score_fn = lambda t: score_from_totals(t, std)  # noqa: E731
+    held_pt, pick_pt = heldout_totals(pf_point, score_fn, d_idx)
+    held_rt, _ = heldout_totals(pf_round, score_fn, d_idx)
+    held_outs = []
+    fam_of = {k: f for f, idx in boot.groups.items() for k in np.asarray(boot.keys)[idx]}
+    for fi, f in enumerate(fams):
+        held_outs += [o for o in outs[int(pick_pt[fi])] if fam_of.get(o.episode) == f]
+    chosen = [values[int(i)] for i in pick_pt]
+    mode = statistics.mode(chosen)
+    hm = metrics_from_totals(held_rt, profiles)
+    row = _row(det, "calibrated_heldout", mode, held_outs, profiles, delta, hm["score_standard"],
+               hm["false_alarm_rate"], hm["miss_rate"],
+               note="leave-one-family-out; values picked: " + ", ".join(
+                   f"{_fmt_value(v)}×{chosen.count(v)}" for v in sorted(set(chosen))))
+    an.thresholds.append(row)
+    ip = pick_best(pm["score_standard"], d_idx)
+    ir = pick_best(rm["score_standard"], d_idx)
+    at("oracle", ip, ir, "best on the scored episodes: an upper bound")
 
 
 def _fmt_value(v) -> str:

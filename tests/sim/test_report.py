@@ -97,3 +97,21 @@ def test_the_palette_is_stable_and_distinct():
     b = palette(["layered", "exact"])
     assert a["exact"] == b["exact"] and a["layered"] == b["layered"]
     assert len({a[n] for n in a}) == 3
+
+
+def test_threshold_sweeps_in_forked_workers_equal_one_process(quick, monkeypatch):
+    """The per-detector sweeps run in forked processes, one per core; their rows come back in
+    detector order, exactly as a one-core machine computes them in-process."""
+    import sim.report.analysis as analysis
+    from sim.report.analysis import analyse, load_runs
+
+    data = load_runs([quick])
+    forked = analyse(data, rounds=50)
+    monkeypatch.setattr(analysis, "default_workers", lambda: 1)
+    alone = analyse(data, rounds=50)
+    assert forked.thresholds and forked.curves
+    assert pd.DataFrame(forked.thresholds).equals(pd.DataFrame(alone.thresholds))
+    assert pd.DataFrame(forked.curves).equals(pd.DataFrame(alone.curves))
+    assert forked.notes == alone.notes
+    assert [r["detector"] for r in forked.thresholds] == sorted(
+        (r["detector"] for r in forked.thresholds), key=list(data.detectors).index)
