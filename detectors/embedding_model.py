@@ -403,9 +403,13 @@ class Embedder:
 
     def vector(self, text: str) -> np.ndarray:
         """The unit vector of one text (cached)."""
-        text = self._key(text)
+        # The hot path of a check: a dict lookup, nothing else. A text that is a key itself
+        # is its own key (keys are clipped and, when folded, already folded), so the raw text
+        # is tried before its key is worked out.
         vec = self._memory.get(text)
-        if vec is not None:  # the hot path of a check: a dict lookup, nothing else
+        if vec is None:
+            vec = self._memory.get(self._key(text))
+        if vec is not None:
             self.lookups += 1
             self.hits += 1
             return vec

@@ -31,23 +31,23 @@ def fmt(value: Any) -> Any:
     return value
 
 
-def csv_text(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for row in rows:
-        w.writerow([fmt(row.get(c)) for c in columns])
-    return buf.getvalue()
-
-
-def write_cells(path: str | os.PathLike, rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> None:
-    """Like :func:`write_csv`, for rows already given as cells in ``columns`` order, each a
-    ``str`` or an ``int`` or passed through :func:`fmt` (the big per-call files)."""
+def cells_text(rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> str:
+    """CSV text of a header and rows given as cells in ``columns`` order, each a ``str`` or an
+    ``int`` or passed through :func:`fmt`."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(columns)
     w.writerows(rows)
-    atomic_write(path, buf.getvalue())
+    return buf.getvalue()
+
+
+def csv_text(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:
+    return cells_text(([fmt(row.get(c)) for c in columns] for row in rows), columns)
+
+
+def write_cells(path: str | os.PathLike, rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> None:
+    """Like :func:`write_csv`, for rows already given as cells (the big per-call files)."""
+    atomic_write(path, cells_text(rows, columns))
 
 
 def write_csv(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> None:

@@ -26,7 +26,7 @@ from detectors.protocol import Verdict
 from scenarios.files import atomic_write
 from sim.play.harness import ClosedLoopStats
 from sim.execute.tasks import OpenResult
-from sim.scoring.outcomes import CallScore
+from sim.scoring.outcomes import VERDICT_TEXT, CallScore
 
 PARTS = ".parts"
 FORMAT = 1
@@ -41,7 +41,6 @@ def part_name(kind: str, label: str) -> str:
     return f"{kind}-{safe}-{hashlib.sha256(label.encode()).hexdigest()[:8]}.json"
 
 
-_VERDICT_TEXT = {v: v.value for v in Verdict}
 # Saved per episode; ``check_ns`` (every check's time) is in the task's timing row already.
 _CLOSED_FIELDS = tuple(f.name for f in fields(ClosedLoopStats) if f.name not in ("check_ns", "interventions"))
 
@@ -50,7 +49,7 @@ def encode(kind: str, value: Any) -> dict[str, Any]:
     """A task's result (as ``sim.execute.pool`` returns it) as JSON-ready data."""
     result, timing = value
     if kind == "open":
-        verdict = _VERDICT_TEXT
+        verdict = VERDICT_TEXT
         return {
             "scores": {ep: [[s.node_id, s.call_index, s.depth, s.score, verdict[s.verdict], s.ns] for s in calls]
                        for ep, calls in result.scores.items()},

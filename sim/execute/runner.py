@@ -13,7 +13,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from detectors.protocol import Detector, Verdict, cost_counters
+from detectors.protocol import Detector, cost_counters
 from scenarios.base import Scenario, make_scenarios
 from scenarios.realsuite import load_real_suite
 from scenarios.trace import write_trace
@@ -27,8 +27,8 @@ from sim.execute.tasks import OpenResult, run_open, timing_row
 from sim.files import fmt, write_cells, write_csv, write_json
 from sim.play.harness import ClosedLoopStats, generate
 from sim.play.watchdog import Watchdog
-from sim.scoring.outcomes import (Outcome, ScoringUnits, advisory_rate, alarms_from, composite, load_profiles,
-                                  scoring_units, summarize)
+from sim.scoring.outcomes import (VERDICT_TEXT, Outcome, ScoringUnits, advisory_rate, alarms_from, composite,
+                                  load_profiles, scoring_units, summarize)
 
 CALL_COLUMNS = ["detector", "episode", "family", "call_id", "node", "call_index", "depth", "tool", "score", "verdict",
                 "label_loop", "label_kind"]
@@ -155,7 +155,6 @@ def call_cells(episodes: Sequence[Episode]) -> dict[tuple[str, str], tuple]:
     return out
 
 
-_VERDICT_TEXT = {v: v.value for v in Verdict}
 
 
 def open_rows(label: str, res: OpenResult, episodes: Sequence[Episode], delta: int,
@@ -166,7 +165,7 @@ def open_rows(label: str, res: OpenResult, episodes: Sequence[Episode], delta: i
     with every detector: built as dicts and formatted cell by cell, they took seconds)."""
     metrics, outcomes = metric_rows(label, episodes, res, delta, profiles, units)
     cells = cells if cells is not None else call_cells(episodes)
-    verdict = _VERDICT_TEXT
+    verdict = VERDICT_TEXT
     score_text: dict[float, str] = {}  # a detector's scores take few distinct values
     calls = []
     for ep in episodes:  # episode order, not completion order: files stay deterministic

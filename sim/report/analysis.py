@@ -260,15 +260,12 @@ def _thresholds(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta) ->
     """
     global _SWEEP
     dets = list(an.data.detectors)
-    marks = (len(an.curves), len(an.thresholds), len(an.notes))
     errors_all = an.data.outcomes[an.data.outcomes["error"].notna() & (an.data.outcomes["error"] != "")]
     _SWEEP = (an, boot, cgroups, by_det, index, delta, errors_all)
     try:
         parts = map_forked(_sweep_one, each(dets), min(default_workers(), len(dets)))
     finally:
         _SWEEP = None
-    # In this process (one core) the rows were added already: start again from the marks.
-    del an.curves[marks[0]:], an.thresholds[marks[1]:], an.notes[marks[2]:]
     for curves, rows, notes in parts:
         an.curves += curves
         an.thresholds += rows
@@ -276,11 +273,16 @@ def _thresholds(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta) ->
 
 
 def _sweep_one(det: str) -> tuple[list, list, list]:
-    """One detector's sweep (see ``_thresholds``): the curve rows, threshold rows and notes it adds."""
+    """One detector's sweep (see ``_thresholds``): the curve rows, threshold rows and notes it
+    adds, collected in lists of its own (in this process too, when there is one core)."""
     an, boot, cgroups, by_det, index, delta, errors_all = _SWEEP
-    marks = (len(an.curves), len(an.thresholds), len(an.notes))
-    _sweep_detector(an, boot, cgroups, by_det, index, delta, errors_all, det)
-    return an.curves[marks[0]:], an.thresholds[marks[1]:], an.notes[marks[2]:]
+    kept = an.curves, an.thresholds, an.notes
+    an.curves, an.thresholds, an.notes = [], [], []
+    try:
+        _sweep_detector(an, boot, cgroups, by_det, index, delta, errors_all, det)
+        return an.curves, an.thresholds, an.notes
+    finally:
+        an.curves, an.thresholds, an.notes = kept
 
 
 def _sweep_detector(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta, errors_all, det: str) -> None:

@@ -50,6 +50,9 @@ class CallScore:
 
 
 
+#: A verdict's text as the result files write it (``Verdict.value`` goes through the enum machinery).
+VERDICT_TEXT = {v: v.value for v in Verdict}
+
 DELTA = 5
 
 OUTCOMES = ("tn", "fp", "early", "tp", "miss")
