@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import wait
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from scenarios.base import Scenario
 
@@ -34,17 +34,18 @@ from detectors.embedding_model import THREADS_ENV
 from detectors.protocol import cost_counters, prefetches
 from sim.forking import default_workers, fork_context, worker_signals
 from sim.execute.tasks import OpenResult, run_closed, run_open, timing_row
-from sim.play.harness import ClosedLoopStats
+from sim.play.harness import ClosedLoopStats, Tape
 from sim.play.openloop import describe
 from sim.play.watchdog import Watchdog, hard_limit
 
 _EPISODES: Sequence[Episode] = ()
 _SCENARIOS: Sequence[Scenario] = ()
+_TAPES: Mapping[str, Tape] | None = None
 
 
-def _init(episodes: Sequence[Episode], scenarios: Sequence[Scenario]) -> None:
-    global _EPISODES, _SCENARIOS
-    _EPISODES, _SCENARIOS = episodes, scenarios
+def _init(episodes: Sequence[Episode], scenarios: Sequence[Scenario], tapes: Mapping[str, Tape] | None) -> None:
+    global _EPISODES, _SCENARIOS, _TAPES
+    _EPISODES, _SCENARIOS, _TAPES = episodes, scenarios, tapes
 
 
 @dataclass
@@ -64,7 +65,7 @@ class ShardResult:
 
 
 def run_shard(kind: str, spec: Any, episodes: Sequence[Episode], scenarios: Sequence[Scenario],
-              watch: Watchdog) -> ShardResult:
+              watch: Watchdog, tapes: Mapping[str, Tape] | None = None) -> ShardResult:
     """One detector (built here from its spec) over ``episodes`` (open) or ``scenarios`` (closed)."""
     det = spec.build()
     with watch:
@@ -73,7 +74,7 @@ def run_shard(kind: str, spec: Any, episodes: Sequence[Episode], scenarios: Sequ
             ns = [s.ns for sc in res.scores.values() for s in sc]
             return ShardResult(kind, spec.label, res, ns, res.seconds, cost_counters(det))
         t0 = time.perf_counter()
-        stats = run_closed(spec.label, det, scenarios, episodes=episodes, watch=watch)
+        stats = run_closed(spec.label, det, scenarios, episodes=episodes, watch=watch, tapes=tapes)
     ns = [n for st in stats.values() for n in st.check_ns]
     for st in stats.values():
         st.check_ns = []  # measured already; don't ship them back
@@ -135,7 +136,7 @@ def _run_guarded(task: tuple[str, Any], watch: Watchdog) -> tuple[tuple[str, str
             specs, shard = spec
             prefetch_suite(specs, _EPISODES, shard)
             return (kind, ""), None
-        return (kind, spec.label), merge_shards([run_shard(kind, spec, _EPISODES, _SCENARIOS, watch)])
+        return (kind, spec.label), merge_shards([run_shard(kind, spec, _EPISODES, _SCENARIOS, watch, _TAPES)])
     except Exception as exc:  # noqa: BLE001 — e.g. the detector cannot be built in the worker
         if kind == "prefetch":  # the tasks it was for encode their own texts
             return (kind, ""), None
@@ -223,8 +224,10 @@ def _death(proc: Any) -> str:
 
 def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], scenarios: Sequence[Scenario],
               workers: int = 0, progress: bool = False, check_timeout: float | None = None,
-              on_result: Callable[[tuple[str, str], Any], None] | None = None) -> dict[tuple[str, str], Any]:
-    """Run every (kind, DetectorSpec) task; ``workers`` 0 means one per core, 1 in this process."""
+              on_result: Callable[[tuple[str, str], Any], None] | None = None,
+              tapes: Mapping[str, Tape] | None = None) -> dict[tuple[str, str], Any]:
+    """Run every (kind, DetectorSpec) task; ``workers`` 0 means one per core, 1 in this process.
+    Forked workers inherit ``tapes`` (see ``sim.play.harness.Tape``) with the suite."""
     n = workers or default_workers()
     bar = None
     if progress and tasks:
@@ -240,7 +243,7 @@ def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], sce
         if bar:
             bar.update()
 
-    _init(episodes, scenarios)
+    _init(episodes, scenarios, tapes)
     try:
         if n <= 1 or len(tasks) <= 1:
             for t in tasks:

@@ -25,7 +25,7 @@ from sim.execute.checkpoint import PARTS, Checkpoints, ResumeError
 from sim.execute.engines import Engine
 from sim.execute.tasks import OpenResult, run_open, timing_row
 from sim.files import fmt, write_cells, write_csv, write_json
-from sim.play.harness import ClosedLoopStats, generate
+from sim.play.harness import ClosedLoopStats, Tape, generate
 from sim.play.watchdog import Watchdog
 from sim.scoring.outcomes import (VERDICT_TEXT, Outcome, ScoringUnits, advisory_rate, alarms_from, composite,
                                   load_profiles, scoring_units, summarize)
@@ -62,11 +62,17 @@ def build_scenarios(families: Sequence[str], episodes: int, seed: int, family_pa
                            for f in families for i in range(episode_count(episodes, (weights or {}).get(f, 1.0)))], seed)
 
 
-def generate_episodes(scenarios: Sequence[Scenario], progress: bool = False) -> list[Episode]:
+def generate_episodes(scenarios: Sequence[Scenario], progress: bool = False,
+                      tapes: dict[str, Tape] | None = None) -> list[Episode]:
+    """The open-loop episodes; with ``tapes`` (a dict to fill), each scenario's play is taped
+    for the closed-loop tasks (``sim.play.harness.Tape``)."""
     bar = _bar(len(scenarios), "generate", progress)
     out = []
     for sc in scenarios:
-        out.append(generate(sc))
+        tape = None
+        if tapes is not None:
+            tape = tapes[sc.id] = Tape()
+        out.append(generate(sc, tape=tape))
         if bar:
             bar.update()
     if bar:
@@ -215,6 +221,7 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     profiles_version, profiles = load_profiles()
     t_start = time.perf_counter()
     label_problems: list[str] = []
+    tapes: dict[str, Tape] = {}
     if config.suite.real:
         # Labelled real traces: loaded, not generated; no scenario to play in closed loop.
         scenarios = []
@@ -227,7 +234,7 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
     else:
         scenarios = build_scenarios(config.families, config.episodes, config.seed, config.suite.family_params,
                                     config.suite.family_weights)
-        episodes = generate_episodes(scenarios, config.progress)
+        episodes = generate_episodes(scenarios, config.progress, tapes)
     write_trace(out / "trace.jsonl", episodes)
     phases = {"generate": time.perf_counter() - t_start}
     log(f"{'loaded' if config.suite.real else 'generated'} {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls "
@@ -240,7 +247,7 @@ def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[
         log(f"resuming: {len(results)} of {len(tasks)} detector tasks already done")
     results.update(engine.run([t for t in tasks if (t[0], t[1].label) not in results], episodes, scenarios,
                                      progress=config.progress, check_timeout=config.check_timeout,
-                                     on_result=parts.save))
+                                     on_result=parts.save, tapes=tapes))
     phases["detectors"] = time.perf_counter() - t_start - phases["generate"]
     log(f"ran {len(tasks)} detector tasks on the {engine.name} engine ({phases['detectors']:.1f} s)")
     metrics, outcomes, calls, timings, errors = [], [], [], [], {}

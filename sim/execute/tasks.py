@@ -6,12 +6,12 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from detectors.protocol import Detector, prefetches
 from scenarios.base import Scenario
 from scenarios.tree import Episode
-from sim.play.harness import ClosedLoopStats, simulate
+from sim.play.harness import ClosedLoopStats, Tape, simulate
 from sim.play.openloop import DetectorFailure, describe, score_episode
 from sim.play.watchdog import CheckTimeout, Watchdog
 from sim.scoring.outcomes import CallScore
@@ -44,14 +44,17 @@ def run_open(label: str, detector: Detector, episodes: Sequence[Episode], bar=No
 
 
 def run_closed(label: str, detector: Detector, scenarios: Sequence[Scenario], bar=None,
-               episodes: Sequence[Episode] = (), watch: Watchdog | None = None) -> dict[str, ClosedLoopStats]:
+               episodes: Sequence[Episode] = (), watch: Watchdog | None = None,
+               tapes: Mapping[str, Tape] | None = None) -> dict[str, ClosedLoopStats]:
+    """``tapes`` (scenario id -> the :class:`Tape` its generation recorded) spare the
+    simulation of what the detector does not change; without them the suite is played in full."""
     if prefetches(detector) and episodes:
         # Most closed-loop calls are the open-loop ones; encode them in one batch up front.
         detector.prefetch([n.call for ep in episodes for n in ep.tool_nodes()])
     out = {}
     for sc in scenarios:
         try:
-            out[sc.id] = simulate(sc, detector, watch=watch).stats
+            out[sc.id] = simulate(sc, detector, watch=watch, tape=tapes.get(sc.id) if tapes else None).stats
         except (Exception, CheckTimeout) as exc:  # a detector that raises or overruns fails its episode
             if watch is not None:
                 watch.end()

@@ -48,6 +48,26 @@ class SimResult:
     mismatches: list[str]
 
 
+class Tape:
+    """The pure steps of one play of a scenario, in the order the harness took them: each
+    turn the agent proposed, each result the world returned, each state the agent moved to.
+
+    They depend on the detector only through its verdicts: until a guard first refuses a
+    call, a guarded play asks the agent and the world exactly what an unguarded one asks,
+    in the same order. So :func:`generate` records the episode's steps (up to its
+    recording guard's first intervention, if the scenario has one), and every closed-loop
+    task of the run replays them instead of simulating the suite again, going live from
+    its own detector's first intervention (or where the tape ends). Results are identical
+    with and without a tape (tested on every detector); only the time differs.
+    """
+
+    __slots__ = ("steps", "recorded")
+
+    def __init__(self) -> None:
+        self.steps: list[Any] = []
+        self.recorded = False
+
+
 @dataclass
 class _Frame:
     parent: str | None
@@ -59,7 +79,7 @@ class _Frame:
 
 
 def simulate(scenario: Scenario, detector: Detector | None = None, *, recording: bool = False,
-             watch: Watchdog | None = None, results_recorded: bool = True) -> SimResult:
+             watch: Watchdog | None = None, results_recorded: bool = True, tape: Tape | None = None) -> SimResult:
     """Play ``scenario`` with ``detector`` in the loop (``None``: unguarded).
 
     ``recording`` marks the detector as the scenario's recording guard: it acts once
@@ -73,6 +93,9 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
     fed by telemetry without the opt-in results would be; the agent and the episode still
     see the real results. An observation the world itself returns unrecorded is passed on
     as it is.
+
+    ``tape``: an empty :class:`Tape` records this play's steps until the first
+    intervention; a recorded one is replayed until this play's first intervention.
     """
     watch = watch if watch is not None else Watchdog(None)
     begin, end = watch.begin, watch.end
@@ -106,12 +129,32 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
 
     halted: str | None = None
     spent = False
+    taped = tape.steps if tape is not None else None
+    replaying = tape is not None and tape.recorded
+    if tape is not None:
+        tape.recorded = True  # what a play that stops early has taped is still a valid prefix
+    pos = 0
+
+    def step(fn: Any, *args: Any) -> Any:
+        # One pure step: from the tape while this play has not diverged from the taped one.
+        nonlocal pos
+        if taped is None or spent:
+            return fn(*args)
+        if replaying:
+            if pos < len(taped):
+                pos += 1
+                return taped[pos - 1]
+            return fn(*args)
+        out = fn(*args)
+        taped.append(out)
+        return out
+
     while stack and halted is None:
         fr = stack.pop()
         if fr.calls >= scenario.horizon:
             leaf_outcomes.append(("budget", False))
             continue
-        turn = agent.propose(fr.agent, f"t{turn_no}-c")
+        turn = step(agent.propose, fr.agent, f"t{turn_no}-c")
         think = ThinkNode(f"t{turn_no}", fr.parent, Message("assistant", turn.thought, turn.plan))
         turn_no += 1
         ep.add(think)
@@ -121,7 +164,7 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
             det = detector.on_message(det, think.message)
             end()
         if turn.final:
-            done = agent.observe(fr.agent, turn, ())
+            done = step(agent.observe, fr.agent, turn, ())
             gave_up = fr.agent.looping and not fr.agent.loop_done
             leaf_outcomes.append(("gave_up" if gave_up else ("blocked" if done.failed else "completed"), not done.failed))
             if run_scope:
@@ -134,7 +177,7 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
         ws, known, ncalls = fr.world, fr.known, fr.calls
         for i, call in enumerate(turn.calls):
             call = ToolCall(call.tool, call.args, call.call_id, call.step, turn_no - 1)
-            res = world.execute(ws, call)
+            res = step(world.execute, ws, call)
             is_loop = res.facts <= known
             expected = turn.expect_loop[i] if i < len(turn.expect_loop) else False
             if expected != is_loop:
@@ -184,7 +227,7 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
             results.append(obs)
             if branch:
                 if obs is not None:
-                    child_agent = agent.enter_branch(agent.observe(fr.agent, _single(turn, i), (obs,)), i)
+                    child_agent = step(_branch_state, agent, fr.agent, turn, i, obs)
                     child_ws = res.state if verdict is Verdict.ALLOW else ws
                     child_known = known | res.facts if verdict is Verdict.ALLOW else known
                     children.append(_Frame(node.id, child_agent, child_ws, None if run_scope else det_after,
@@ -211,7 +254,7 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
                 # The seed's rule: a turn whose calls were all pruned completes with no children.
                 leaf_outcomes.append(("pruned", False))
                 continue
-            stack.append(_Frame(parent, agent.observe(fr.agent, turn, results), ws, None if run_scope else det, known, ncalls))
+            stack.append(_Frame(parent, step(agent.observe, fr.agent, turn, results), ws, None if run_scope else det, known, ncalls))
     if halted:
         stats.ended, stats.success = halted, False
     elif leaf_outcomes:
@@ -222,17 +265,22 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
     return SimResult(ep, stats, mismatches)
 
 
+def _branch_state(agent: Agent, state: AgentState, turn: Turn, i: int, obs: Observation) -> AgentState:
+    return agent.enter_branch(agent.observe(state, _single(turn, i), (obs,)), i)
+
+
 def _single(turn: Turn, i: int) -> Turn:
     return Turn(turn.thought, (turn.calls[i],), "join", (turn.expect_loop[i],) if i < len(turn.expect_loop) else (False,),
                 turn.kind, turn.plan)
 
 
-def generate(scenario: Scenario, validate: bool = True) -> Episode:
+def generate(scenario: Scenario, validate: bool = True, tape: Tape | None = None) -> Episode:
     """The open-loop episode of a scenario: the agent unguarded (or under the scenario's
     recording guard), labels from the world.
 
     With ``validate`` a disagreement between the script's intent and the world's facts
-    raises ``LabelError`` naming every offending call.
+    raises ``LabelError`` naming every offending call. An empty ``tape`` records the
+    play's steps for the closed-loop tasks to replay.
     """
     guard = None
     if scenario.recording_guard is not None:
@@ -240,7 +288,7 @@ def generate(scenario: Scenario, validate: bool = True) -> Episode:
 
         name, params = scenario.recording_guard
         guard = make_detector(name, **params)
-    res = simulate(scenario, guard, recording=True)
+    res = simulate(scenario, guard, recording=True, tape=tape)
     if guard is not None:
         res.episode.meta["recording_guard"] = {"detector": scenario.recording_guard[0], **scenario.recording_guard[1]}
     if validate and res.mismatches:
