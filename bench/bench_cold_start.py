@@ -1,6 +1,6 @@
 """Where a cold ``loopbench run`` spends its embedding seconds, per backend, and how far the backends drift.
 
-Run: ``python bench/bench_cold_start.py [--sample 3000] [--backends torch,onnx,onnx-int8]``
+Run: ``python bench/bench_cold_start.py [--sample 3000] [--backends torch,torch-bf16,onnx,onnx-int8]``
 (a few minutes on 2 cores). Every figure is measured when the script runs.
 
 1. the texts of the default suite that the model-backed detectors (``embedding``,
@@ -86,7 +86,7 @@ def worker(backend: str, texts_file: str, vectors_file: str) -> None:
     from detectors import embedding_model as em
 
     path = em.bundled_model_path()
-    if backend == "torch":
+    if backend.startswith("torch"):
         t = clock()
         import sentence_transformers  # noqa: F401
         import torch  # noqa: F401
@@ -100,7 +100,8 @@ def worker(backend: str, texts_file: str, vectors_file: str) -> None:
         tokenizer([s.strip() for s in texts], truncation=True, max_length=model.max_seq_length)
         report["tokenise"] = since(t)
         t = clock()
-        vectors = model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+        with em.encode_precision(backend):
+            vectors = model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
         report["encode"] = since(t)
     else:
         from detectors.onnx_encoder import OnnxEncoder, onnx_file
@@ -154,7 +155,7 @@ def drift(ref: np.ndarray, other: np.ndarray, pairs: int, seed: int = 0) -> dict
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=3000, help="distinct texts encoded per backend (0 = all)")
-    ap.add_argument("--backends", default="torch,onnx,onnx-int8")
+    ap.add_argument("--backends", default="torch,torch-bf16,onnx,onnx-int8")
     ap.add_argument("--pairs", type=int, default=200_000)
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -38,13 +38,15 @@ THREADS_ENV = "LOOPBENCH_TORCH_THREADS"
 BACKEND_ENV = "LOOPBENCH_EMBED_BACKEND"
 #: Environment variable naming the directory of exported ONNX files (default ~/.cache/loopbench/onnx).
 ONNX_DIR_ENV = "LOOPBENCH_ONNX_DIR"
-#: ``torch``: sentence-transformers on PyTorch (the reference, and the default); ``onnx``: the
+#: ``torch``: sentence-transformers on PyTorch (the reference, and the default); ``torch-bf16``:
+#: the same under CPU autocast to bfloat16 (about twice as fast where the CPU computes in
+#: bfloat16, AVX512-BF16 or AMX; similarities move by up to ~0.004, see docs/performance.md); ``onnx``: the
 #: same graph on onnxruntime (same vectors to ~1e-6, less CPU, no torch import once
 #: exported; a forked pool worker keeps the session it inherited rather than destroying it,
 #: see ``OnnxEncoder.session``); ``onnx-int8``: its weights
 #: quantised to int8 (faster still, but it moves similarities by up to ~0.15). See
 #: ``detectors/onnx_encoder.py`` and ``bench/bench_cold_start.py``.
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
 DEFAULT_BACKEND = "torch"
 #: all-MiniLM-L6-v2 reads at most 256 word pieces; longer texts are cut well past that
 #: so a megabyte argument never becomes a megabyte cache key.
@@ -123,7 +125,7 @@ def resolve_backend(name: str | None = None) -> str:
     backend = (name or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND).strip().lower()
     if backend not in BACKENDS:
         raise ValueError(f"{BACKEND_ENV}: unknown embedding backend {backend!r} (one of {', '.join(BACKENDS)})")
-    if backend != "torch":
+    if backend.startswith("onnx"):
         import importlib.util
 
         missing = [m for m in ("onnxruntime", "onnx") if importlib.util.find_spec(m) is None]
@@ -161,6 +163,15 @@ def load_onnx_encoder(path: str | Path, backend: str, model_key: str):
             _ENCODERS[key] = encoder
             LOAD_SECONDS[f"{key[0]}:{backend}"] = time.perf_counter() - t0
     return encoder
+
+
+def encode_precision(backend: str):
+    """The context a torch backend encodes in: as loaded (float32), or autocast to bfloat16."""
+    if backend != "torch-bf16":
+        return contextlib.nullcontext()
+    import torch
+
+    return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
 def _one_thread_after_fork() -> None:
@@ -355,11 +366,13 @@ class Embedder:
             return normalise(self._encode(texts))
         # The tokenizer rejects lone surrogates (json.loads accepts "\ud800"); the cache keeps the raw text.
         texts = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
-        if self.backend != "torch":
+        if self.backend.startswith("onnx"):
             encoder = load_onnx_encoder(self.model_path, self.backend, self._files_key())
             return normalise(encoder(texts))
         model = load_model(self.model_path)
-        out = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        with encode_precision(self.backend):
+            out = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                               show_progress_bar=False)
         return normalise(out)  # re-normalise in float32 so a dot product is the cosine to ~1e-7
 
     def _disk_cache(self) -> DiskCache | None:

@@ -1,8 +1,9 @@
 """The one ``manifest.json`` shape, for run folders, replays and gate baselines alike.
 
 Every manifest records which command wrote it, the resolved configuration and its hash,
-the scoring weights, package versions, seeds, and each detector's registered name, class,
-the parameters the user gave and the parameters it actually ran with.
+the scoring weights, package versions, seeds, each detector's registered name, class,
+the parameters the user gave and the parameters it actually ran with, and the embedding
+backend the model-backed detectors used.
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import platform
 from importlib import metadata
 from typing import Any, Sequence
 
+from detectors.embedding_model import resolve_backend
+from detectors.protocol import prefetches
 from sim.config.spec import DetectorSpec, config_hash
 
 _PACKAGES = ("loopbench", "numpy", "pandas", "matplotlib", "orjson", "xxhash", "sentence-transformers", "torch")
@@ -43,7 +46,12 @@ def detector_records(specs: Sequence[DetectorSpec], built: Sequence[Any]) -> lis
 def build_manifest(command: str, config: dict[str, Any], specs: Sequence[DetectorSpec], built: Sequence[Any], *,
                    profiles_version: str, profiles: dict[str, Any], seeds: dict[str, Any],
                    **extra: Any) -> dict[str, Any]:
-    """A manifest for ``command`` (run, replay, baseline); ``extra`` adds command-specific keys."""
+    """A manifest for ``command`` (run, replay, baseline); ``extra`` adds command-specific keys.
+
+    ``embedding_backend`` is how the bundled model ran (``$LOOPBENCH_EMBED_BACKEND``) when a
+    model-backed detector took part, else ``None``: backends differ in the vectors' last
+    decimals, and ``torch-bf16`` moves a few verdicts."""
+    model_backed = any(prefetches(det) for det in built)
     return {
         "loopbench": command,
         "config_hash": config_hash(config),
@@ -53,5 +61,6 @@ def build_manifest(command: str, config: dict[str, Any], specs: Sequence[Detecto
         "versions": versions(),
         "seeds": seeds,
         "detectors": detector_records(specs, built),
+        "embedding_backend": resolve_backend() if model_backed else None,
         **extra,
     }
