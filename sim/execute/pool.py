@@ -1,7 +1,9 @@
 """Running detector tasks on local worker processes, with results identical to one process.
 
-A task is one detector in one mode (open or closed loop) over the whole suite. Workers
-are forked, so they see the suite's scenarios and episodes without copying them; each
+A task is one detector in one mode (open or closed loop) over the whole suite; given the
+generation's tapes, a detector's two modes run as one task (:func:`pair_modes`), whose
+closed loop reuses the open loop's answers. Workers
+are forked, so they see the suite's scenarios, episodes and tapes without copying them; each
 builds its own detector from its spec and sends back rows; the caller assembles them in
 a fixed order, so the files do not depend on which worker finished first.
 
@@ -33,7 +35,7 @@ from scenarios.tree import Episode
 from detectors.embedding_model import THREADS_ENV
 from detectors.protocol import cost_counters, prefetches
 from sim.forking import default_workers, fork_context, worker_signals
-from sim.execute.tasks import OpenResult, run_closed, run_open, timing_row
+from sim.execute.tasks import OpenResult, run_both, run_closed, run_open, timing_row
 from sim.play.harness import ClosedLoopStats, Tape
 from sim.play.openloop import describe
 from sim.play.watchdog import Watchdog, hard_limit
@@ -81,6 +83,45 @@ def run_shard(kind: str, spec: Any, episodes: Sequence[Episode], scenarios: Sequ
     return ShardResult(kind, spec.label, stats, ns, time.perf_counter() - t0, cost_counters(det))
 
 
+def run_pair(spec: Any, episodes: Sequence[Episode], scenarios: Sequence[Scenario], watch: Watchdog,
+             tapes: Mapping[str, Tape] | None = None) -> tuple[ShardResult, ShardResult]:
+    """A detector's open- and closed-loop tasks in one go (``run_both``): its closed loop
+    reuses the open loop's answers wherever it plays the same nodes."""
+    open_det, closed_det = spec.build(), spec.build()
+    with watch:
+        res, stats, closed_s = run_both(spec.label, open_det, closed_det, episodes, scenarios, watch=watch, tapes=tapes)
+    ns = [n for st in stats.values() for n in st.check_ns]
+    for st in stats.values():
+        st.check_ns = []
+    return (ShardResult("open", spec.label, res, [s.ns for sc in res.scores.values() for s in sc], res.seconds,
+                        cost_counters(open_det)),
+            ShardResult("closed", spec.label, stats, ns, closed_s, cost_counters(closed_det)))
+
+
+def pair_modes(tasks: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``tasks`` with each detector's open and closed task joined into one ``("both", spec)``
+    task where both are there (:func:`run_pair`), in the order of the first of the two."""
+    kinds: dict[str, set[str]] = {}
+    for kind, spec in tasks:
+        kinds.setdefault(spec.label, set()).add(kind)
+    out: list[tuple[str, Any]] = []
+    joined: set[str] = set()
+    for kind, spec in tasks:
+        if kinds[spec.label] >= {"open", "closed"} and kind in ("open", "closed"):
+            if spec.label not in joined:
+                joined.add(spec.label)
+                out.append(("both", spec))
+        else:
+            out.append((kind, spec))
+    return out
+
+
+def task_keys(task: tuple[str, Any]) -> list[tuple[str, str]]:
+    """The (mode, label) results a task produces."""
+    kind, spec = task
+    return [("open", spec.label), ("closed", spec.label)] if kind == "both" else [(kind, spec.label)]
+
+
 def failed_shard(kind: str, label: str, episodes: Sequence[Episode], scenarios: Sequence[Scenario],
                  message: str) -> ShardResult:
     """A shard that produced nothing: every one of its episodes failed with ``message``."""
@@ -112,10 +153,10 @@ def merge_shards(parts: Sequence[ShardResult]) -> tuple[Any, dict[str, Any]]:
     return value, timing_row(label, kind, ns, seconds, counters)
 
 
-def failed_task(task: tuple[str, Any], message: str) -> Any:
-    """The result of a task that produced nothing: every episode failed with ``message``."""
-    kind, spec = task
-    return merge_shards([failed_shard(kind, spec.label, _EPISODES, _SCENARIOS, message)])
+def failed_task(task: tuple[str, Any], message: str) -> list[tuple[tuple[str, str], Any]]:
+    """The results of a task that produced nothing: every episode failed with ``message``."""
+    return [(key, merge_shards([failed_shard(key[0], key[1], _EPISODES, _SCENARIOS, message)]))
+            for key in task_keys(task)]
 
 
 def prefetch_suite(specs: Sequence[Any], episodes: Sequence[Episode], shard: tuple[int, int] = (0, 1)) -> None:
@@ -129,18 +170,21 @@ def prefetch_suite(specs: Sequence[Any], episodes: Sequence[Episode], shard: tup
             spec.build().prefetch(calls)  # built for this and dropped: its rows may be blanks
 
 
-def _run_guarded(task: tuple[str, Any], watch: Watchdog) -> tuple[tuple[str, str], Any]:
+def _run_guarded(task: tuple[str, Any], watch: Watchdog) -> list[tuple[tuple[str, str], Any]]:
     kind, spec = task
     try:
         if kind == "prefetch":
             specs, shard = spec
             prefetch_suite(specs, _EPISODES, shard)
-            return (kind, ""), None
-        return (kind, spec.label), merge_shards([run_shard(kind, spec, _EPISODES, _SCENARIOS, watch, _TAPES)])
+            return [((kind, ""), None)]
+        if kind == "both":
+            parts = run_pair(spec, _EPISODES, _SCENARIOS, watch, _TAPES)
+            return [((p.kind, spec.label), merge_shards([p])) for p in parts]
+        return [((kind, spec.label), merge_shards([run_shard(kind, spec, _EPISODES, _SCENARIOS, watch, _TAPES)]))]
     except Exception as exc:  # noqa: BLE001 — e.g. the detector cannot be built in the worker
         if kind == "prefetch":  # the tasks it was for encode their own texts
-            return (kind, ""), None
-        return (kind, spec.label), failed_task(task, f"task failed: {describe(exc)}")
+            return [((kind, ""), None)]
+        return failed_task(task, f"task failed: {describe(exc)}")
 
 
 def shared_prefetch(tasks: Sequence[tuple[str, Any]]) -> list[Any]:
@@ -156,8 +200,9 @@ def shared_prefetch(tasks: Sequence[tuple[str, Any]]) -> list[Any]:
         return []
     count: dict[str, int] = {}
     specs: dict[str, Any] = {}
-    for _, spec in tasks:
-        count[spec.label] = count.get(spec.label, 0) + 1
+    for task in tasks:
+        spec = task[1]
+        count[spec.label] = count.get(spec.label, 0) + len(task_keys(task))
         specs[spec.label] = spec
     return [spec for label, spec in specs.items()
             if count[label] > 1 and prefetches(spec.build())]
@@ -244,12 +289,14 @@ def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], sce
             bar.update()
 
     _init(episodes, scenarios, tapes)
+    units = pair_modes(tasks) if tapes else list(tasks)
     try:
-        if n <= 1 or len(tasks) <= 1:
-            for t in tasks:
-                done(*_run_guarded(t, Watchdog(check_timeout)))
+        if n <= 1 or len(units) <= 1:
+            for t in units:
+                for key, value in _run_guarded(t, Watchdog(check_timeout)):
+                    done(key, value)
         else:
-            _run_pool(tasks, min(n, len(tasks)), check_timeout, done)
+            _run_pool(units, min(n, len(units)), check_timeout, done)
     finally:
         if bar:
             bar.close()
@@ -259,9 +306,10 @@ def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], sce
 def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
               done: Callable[[tuple[str, str], Any], None]) -> None:
     ctx = fork_context()
-    # Closed-loop tasks are the long ones: start them first so the workers end together.
+    # Closed-loop tasks (alone or with their open-loop half) are the long ones: start them
+    # first so the workers end together.
     # ``pending`` is a stack: the next task is at the end.
-    order = sorted(tasks, key=lambda t: (t[0] != "closed",))
+    order = sorted(tasks, key=lambda t: (t[0] not in ("closed", "both"),))
     shared = shared_prefetch(tasks)
     labels = {spec.label for spec in shared}
     held = [t for t in order if t[1].label in labels]
@@ -290,17 +338,18 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                 failure = None
                 if w.conn.poll():
                     try:
-                        key, value = w.conn.recv()
+                        results = w.conn.recv()
                     except (EOFError, OSError):
                         failure = _death(w.proc) if not w.proc.is_alive() else "worker sent no result"
                     else:
                         w.task = None
-                        if key[0] == "prefetch":
-                            prefetching -= 1
-                            if not prefetching:
-                                pending.extend(held[::-1])
-                        else:
-                            done(key, value)
+                        for key, value in results:
+                            if key[0] == "prefetch":
+                                prefetching -= 1
+                                if not prefetching:
+                                    pending.extend(held[::-1])
+                            else:
+                                done(key, value)
                         continue
                 elif not w.proc.is_alive():
                     failure = _death(w.proc)
@@ -316,7 +365,8 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                         if not prefetching:
                             pending.extend(held[::-1])  # they encode what is still missing themselves
                     else:
-                        done((task[0], task[1].label), failed_task(task, failure))
+                        for key, value in failed_task(task, failure):
+                            done(key, value)
     finally:
         for w in pool:
             if w.proc.is_alive() and w.task is None:

@@ -12,7 +12,7 @@ from detectors.protocol import Detector, prefetches
 from scenarios.base import Scenario
 from scenarios.tree import Episode
 from sim.play.harness import ClosedLoopStats, Tape, simulate
-from sim.play.openloop import DetectorFailure, describe, score_episode
+from sim.play.openloop import DetectorFailure, Scored, describe, score_episode
 from sim.play.watchdog import CheckTimeout, Watchdog
 from sim.scoring.outcomes import CallScore
 
@@ -27,17 +27,12 @@ class OpenResult:
 
 def run_open(label: str, detector: Detector, episodes: Sequence[Episode], bar=None,
              watch: Watchdog | None = None) -> OpenResult:
-    if prefetches(detector):
-        # Detectors with a model encode every distinct text of the suite in one batch.
-        detector.prefetch([n.call for ep in episodes for n in ep.tool_nodes()])
+    _prefetch(detector, episodes)
     scores: dict[str, list[CallScore]] = {}
     errors: dict[str, str] = {}
     t0 = time.perf_counter()
     for ep in episodes:
-        try:
-            scores[ep.id] = score_episode(detector, ep, watch)
-        except DetectorFailure as exc:
-            errors[ep.id] = str(exc)
+        _open_episode(detector, ep, watch, scores, errors)
         if bar:
             bar.update()
     return OpenResult(label, scores, errors, time.perf_counter() - t0)
@@ -48,22 +43,73 @@ def run_closed(label: str, detector: Detector, scenarios: Sequence[Scenario], ba
                tapes: Mapping[str, Tape] | None = None) -> dict[str, ClosedLoopStats]:
     """``tapes`` (scenario id -> the :class:`Tape` its generation recorded) spare the
     simulation of what the detector does not change; without them the suite is played in full."""
-    if prefetches(detector) and episodes:
+    if episodes:
         # Most closed-loop calls are the open-loop ones; encode them in one batch up front.
-        detector.prefetch([n.call for ep in episodes for n in ep.tool_nodes()])
+        _prefetch(detector, episodes)
     out = {}
     for sc in scenarios:
-        try:
-            out[sc.id] = simulate(sc, detector, watch=watch, tape=tapes.get(sc.id) if tapes else None).stats
-        except (Exception, CheckTimeout) as exc:  # a detector that raises or overruns fails its episode
-            if watch is not None:
-                watch.end()
-            st = ClosedLoopStats(ended="detector_error", success=False)
-            st.detector_error = str(exc) if isinstance(exc, (DetectorFailure, CheckTimeout)) else describe(exc)
-            out[sc.id] = st
+        out[sc.id] = _closed_episode(detector, sc, watch, tapes.get(sc.id) if tapes else None)
         if bar:
             bar.update()
     return out
+
+
+def run_both(label: str, open_detector: Detector, closed_detector: Detector, episodes: Sequence[Episode],
+             scenarios: Sequence[Scenario], watch: Watchdog | None = None,
+             tapes: Mapping[str, Tape] | None = None) -> tuple[OpenResult, dict[str, ClosedLoopStats], float]:
+    """A detector's open- and closed-loop tasks at once, episode by episode: the closed-loop
+    play takes its detector's answers from the open-loop run of the same episode for as long
+    as it follows that episode (``simulate(scored=)``), so each answer is computed once.
+    Returns the open result, the closed stats and the closed-loop seconds; both are what
+    :func:`run_open` and :func:`run_closed` give. Without tapes, or when the episodes are not
+    the scenarios' own in the same order (nothing then to follow), it runs the two in turn."""
+    if not tapes or [ep.id for ep in episodes] != [sc.id for sc in scenarios]:
+        res = run_open(label, open_detector, episodes, watch=watch)
+        t0 = time.perf_counter()
+        return res, run_closed(label, closed_detector, scenarios, episodes=episodes, watch=watch, tapes=tapes), \
+            time.perf_counter() - t0
+    _prefetch(open_detector, episodes)
+    _prefetch(closed_detector, episodes)
+    scores: dict[str, list[CallScore]] = {}
+    errors: dict[str, str] = {}
+    closed: dict[str, ClosedLoopStats] = {}
+    open_s = closed_s = 0.0
+    for ep, sc in zip(episodes, scenarios):
+        seen: dict[str, Scored] = {}
+        t0 = time.perf_counter()
+        _open_episode(open_detector, ep, watch, scores, errors, seen)
+        t1 = time.perf_counter()
+        closed[sc.id] = _closed_episode(closed_detector, sc, watch, tapes.get(sc.id),
+                                        None if ep.id in errors else seen)
+        open_s += t1 - t0
+        closed_s += time.perf_counter() - t1
+    return OpenResult(label, scores, errors, open_s), closed, closed_s
+
+
+def _prefetch(detector: Detector, episodes: Sequence[Episode]) -> None:
+    if prefetches(detector):
+        # Detectors with a model encode every distinct text of the suite in one batch.
+        detector.prefetch([n.call for ep in episodes for n in ep.tool_nodes()])
+
+
+def _open_episode(detector: Detector, ep: Episode, watch: Watchdog | None, scores: dict[str, list[CallScore]],
+                  errors: dict[str, str], seen: dict[str, Scored] | None = None) -> None:
+    try:
+        scores[ep.id] = score_episode(detector, ep, watch, seen)
+    except DetectorFailure as exc:
+        errors[ep.id] = str(exc)
+
+
+def _closed_episode(detector: Detector, sc: Scenario, watch: Watchdog | None, tape: Tape | None,
+                    seen: Mapping[str, Scored] | None = None) -> ClosedLoopStats:
+    try:
+        return simulate(sc, detector, watch=watch, tape=tape, scored=seen).stats
+    except (Exception, CheckTimeout) as exc:  # a detector that raises or overruns fails its episode
+        if watch is not None:
+            watch.end()
+        st = ClosedLoopStats(ended="detector_error", success=False)
+        st.detector_error = str(exc) if isinstance(exc, (DetectorFailure, CheckTimeout)) else describe(exc)
+        return st
 
 
 def percentile_ms(values: list[int], q: float) -> float | None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from detectors.protocol import Decision, Detector, Message, Observation, ToolCall, Verdict, unrecorded
 from scenarios.agents import Agent, AgentState, Turn
 from scenarios.base import Scenario
 from scenarios.world import TOKEN_PRICE, WorldState
 
-from sim.play.openloop import DetectorFailure, valid_decision
+from sim.play.openloop import DetectorFailure, Scored, valid_decision
 from scenarios.tree import Episode, Label, ThinkNode, ToolNode
 from sim.play.watchdog import Watchdog
 
@@ -79,7 +79,8 @@ class _Frame:
 
 
 def simulate(scenario: Scenario, detector: Detector | None = None, *, recording: bool = False,
-             watch: Watchdog | None = None, results_recorded: bool = True, tape: Tape | None = None) -> SimResult:
+             watch: Watchdog | None = None, results_recorded: bool = True, tape: Tape | None = None,
+             scored: Mapping[str, Scored] | None = None) -> SimResult:
     """Play ``scenario`` with ``detector`` in the loop (``None``: unguarded).
 
     ``recording`` marks the detector as the scenario's recording guard: it acts once
@@ -96,6 +97,13 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
 
     ``tape``: an empty :class:`Tape` records this play's steps until the first
     intervention; a recorded one is replayed until this play's first intervention.
+
+    ``scored``: what an open-loop run of the same detector on this scenario's episode gave
+    at each node (``score_episode(..., scored=)``). While the play follows the tape and
+    the detector has seen what it saw in open loop, it answers as it did there (the
+    protocol makes a decision a function of state and call; ``detectors.testing`` checks
+    it), so its decision and state are taken from there, with the time its check took
+    then. From the first node where anything differs, the detector is asked live.
     """
     watch = watch if watch is not None else Watchdog(None)
     begin, end = watch.begin, watch.end
@@ -134,16 +142,19 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
     if tape is not None:
         tape.recorded = True  # what a play that stops early has taped is still a valid prefix
     pos = 0
+    following = scored is not None and replaying  # still on the open-loop episode's nodes?
 
     def step(fn: Any, *args: Any) -> Any:
         # One pure step: from the tape while this play has not diverged from the taped one.
-        nonlocal pos
+        nonlocal pos, following
         if taped is None or spent:
+            following = False
             return fn(*args)
         if replaying:
             if pos < len(taped):
                 pos += 1
                 return taped[pos - 1]
+            following = False
             return fn(*args)
         out = fn(*args)
         taped.append(out)
@@ -160,9 +171,14 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
         ep.add(think)
         det = run_state if run_scope else fr.det
         if detector is not None:
-            begin()
-            det = detector.on_message(det, think.message)
-            end()
+            seen = scored.get(think.id) if following else None
+            if seen is not None:
+                det = seen.state
+            else:
+                following = False
+                begin()
+                det = detector.on_message(det, think.message)
+                end()
         if turn.final:
             done = step(agent.observe, fr.agent, turn, ())
             gave_up = fr.agent.looping and not fr.agent.loop_done
@@ -188,7 +204,14 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
             # A recording guard is one-shot: after its first intervention the harness
             # records unguarded (the loop it handled is history, what follows is the agent's).
             guarded = detector is not None and not (recording and spent)
-            decision = check(det, call) if guarded else None
+            node_id = f"n{turn_no - 1}-{i}"
+            seen = scored.get(node_id) if following and guarded else None
+            if seen is not None:
+                decision = seen.decision
+                stats.check_ns.append(seen.check_ns)
+            else:
+                following = False
+                decision = check(det, call) if guarded else None
             verdict = decision.verdict if decision is not None else Verdict.ALLOW
             price = tokens = 0
             if verdict is Verdict.ALLOW:
@@ -212,13 +235,17 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
                     if verdict is Verdict.NUDGE else None
                 if obs is not None:
                     tokens = len(obs.content) // 4
-            node = ToolNode(f"n{turn_no - 1}-{i}", parent, call, obs, label, price, tokens)
+            node = ToolNode(node_id, parent, call, obs, label, price, tokens)
             ep.add(node)
             if guarded:
                 told = obs if results_recorded or obs is None or obs.nudge else unrecorded(obs.error)
-                begin()
-                det_after = detector.record(det, call, decision, told)
-                end()
+                if seen is not None and told == seen.observation:
+                    det_after = seen.state
+                else:
+                    following = False
+                    begin()
+                    det_after = detector.record(det, call, decision, told)
+                    end()
             else:
                 det_after = det
             if verdict in (Verdict.ESCALATE, Verdict.STOP):

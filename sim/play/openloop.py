@@ -9,9 +9,9 @@ for a call that never ran, ``recorded=False`` for one that ran without a recorde
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-from detectors.protocol import Decision, Detector, Verdict
+from detectors.protocol import Decision, Detector, Observation, Verdict
 
 from scenarios.tree import Episode, ThinkNode, ToolNode
 from sim.scoring.outcomes import CallScore
@@ -35,8 +35,21 @@ def valid_decision(decision: Any) -> bool:
     return isinstance(decision, Decision) and isinstance(decision.verdict, Verdict) and isinstance(decision.score, (int, float))
 
 
-def score_episode(detector: Detector, episode: Episode, watch: Watchdog | None = None) -> list[CallScore]:
-    """Score every tool call of ``episode`` in trace order.
+class Scored(NamedTuple):
+    """What the open-loop run gave at one node, for the closed loop to reuse
+    (``sim.play.harness.simulate``): the decision (``None`` for a thought), the state after
+    the node, the check's own time, and the observation the detector was told."""
+
+    decision: Decision | None
+    state: Any
+    check_ns: int
+    observation: Observation | None
+
+
+def score_episode(detector: Detector, episode: Episode, watch: Watchdog | None = None,
+                  scored: dict[str, Scored] | None = None) -> list[CallScore]:
+    """Score every tool call of ``episode`` in trace order; ``scored`` (a dict to fill)
+    keeps each node's :class:`Scored`.
 
     Raises ``DetectorFailure`` if the detector raises or returns something that is not a
     ``Decision``, or if one of its calls overruns ``watch``'s limit (``sim.play.watchdog``);
@@ -64,11 +77,14 @@ def score_episode(detector: Detector, episode: Episode, watch: Watchdog | None =
                 new_state = detector.on_message(state, node.message)
                 end()
                 new_depth = depth
+                if scored is not None:
+                    scored[node.id] = Scored(None, new_state, 0, None)
             else:
                 call = node.call
                 begin()
                 t0 = perf()
                 decision = detector.check(state, call)
+                t1 = perf()
                 new_state = detector.record(state, call, decision, node.observation)
                 elapsed = perf() - t0
                 end()
@@ -78,6 +94,8 @@ def score_episode(detector: Detector, episode: Episode, watch: Watchdog | None =
                 if score != score:  # NaN
                     raise DetectorFailure(f"check() returned a NaN score on call {node.call.call_id!r}")
                 out.append(CallScore(node.id, call_index, depth, score, decision.verdict, elapsed))
+                if scored is not None:
+                    scored[node.id] = Scored(decision, new_state, t1 - t0, node.observation)
                 call_index += 1
                 new_depth = depth + 1
             if run_scope:

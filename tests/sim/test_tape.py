@@ -10,8 +10,9 @@ from detectors.protocol import Decision, Detector, Verdict
 from detectors.registry import available, make_detector
 from scenarios.base import make_scenarios, registered
 from scenarios.world import World
-from sim.execute.tasks import run_closed
+from sim.execute.tasks import run_both, run_closed
 from sim.play.harness import Tape, generate, simulate
+from sim.play.openloop import score_episode
 
 MODEL_BACKED = {"embedding", "embedding_call"}  # their verdicts come from vectors; the tape never sees them
 
@@ -19,9 +20,8 @@ MODEL_BACKED = {"embedding", "embedding_call"}  # their verdicts come from vecto
 def _suite():
     scenarios = make_scenarios([(f, i, {}) for f in sorted(registered()) for i in range(2)], 3)
     tapes = {sc.id: Tape() for sc in scenarios}
-    for sc in scenarios:
-        generate(sc, tape=tapes[sc.id])
-    return scenarios, tapes
+    episodes = [generate(sc, tape=tapes[sc.id]) for sc in scenarios]
+    return scenarios, tapes, episodes
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ class RandomGuard(Detector):
 
 @pytest.mark.parametrize("name", sorted(set(available()) - MODEL_BACKED))
 def test_replay_gives_the_full_simulation(suite, name):
-    scenarios, tapes = suite
+    scenarios, tapes, _ = suite
     taped = _stats(run_closed(name, make_detector(name), scenarios, tapes=tapes))
     full = _stats(run_closed(name, make_detector(name), scenarios))
     assert taped == full
@@ -70,7 +70,7 @@ def test_replay_gives_the_full_simulation(suite, name):
 @pytest.mark.parametrize("run_scope", [False, True])
 @pytest.mark.parametrize("results_recorded", [True, False])
 def test_replay_holds_whatever_the_guard_does(suite, seed, run_scope, results_recorded):
-    scenarios, tapes = suite
+    scenarios, tapes, _ = suite
     guard = RandomGuard(seed=seed, run_scope=run_scope)
     intervened = 0
     for sc in scenarios:
@@ -84,7 +84,7 @@ def test_replay_holds_whatever_the_guard_does(suite, seed, run_scope, results_re
 
 
 def test_the_tape_spares_the_world(suite, monkeypatch):
-    scenarios, tapes = suite
+    scenarios, tapes, _ = suite
     calls = []
     real = World.execute
     monkeypatch.setattr(World, "execute", lambda self, state, call: calls.append(1) or real(self, state, call))
@@ -109,3 +109,49 @@ def test_a_recording_guard_truncates_the_tape():
     a, b = simulate(sc, guard, tape=tape).stats, simulate(sc, guard).stats
     a.check_ns = b.check_ns = []
     assert a == b
+
+
+# -- the closed loop reusing the open loop's answers (run_both / simulate(scored=)) ---------------
+def _both(name, suite, detector=None):
+    scenarios, tapes, episodes = suite
+    make = (lambda: detector) if detector is not None else (lambda: make_detector(name))
+    res, closed, _ = run_both(name, make(), make(), episodes, scenarios, tapes=tapes)
+    alone = run_closed(name, make(), scenarios, tapes=tapes)
+    return res, _stats(closed), _stats(alone), episodes
+
+
+@pytest.mark.parametrize("name", sorted(set(available()) - MODEL_BACKED))
+def test_closed_loop_reusing_open_answers_gives_the_full_simulation(suite, name):
+    res, closed, alone, episodes = _both(name, suite)
+    assert closed == alone
+    assert {k: [(s.node_id, s.score, s.verdict) for s in v] for k, v in res.scores.items()} == \
+        {ep.id: [(s.node_id, s.score, s.verdict) for s in score_episode(make_detector(name), ep)] for ep in episodes}
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("run_scope", [False, True])
+def test_reuse_holds_whatever_the_guard_does(suite, seed, run_scope):
+    _, closed, alone, _ = _both("random_guard", suite, RandomGuard(seed=seed, run_scope=run_scope))
+    assert closed == alone
+
+
+def test_reuse_spares_the_detector(suite):
+    scenarios, tapes, episodes = suite
+
+    class Counting(RandomGuard):
+        checks = 0
+
+        def check(self, state, call):
+            Counting.checks += 1
+            return super().check(state, call)
+
+    run_closed("g", Counting(seed=1, p=0.02), scenarios, tapes=tapes)
+    alone = Counting.checks
+    Counting.checks = 0
+    res, closed, _ = run_both("g", Counting(seed=1, p=0.02), Counting(seed=1, p=0.02), episodes, scenarios, tapes=tapes)
+    in_open = sum(len(v) for v in res.scores.values())
+    # The checks before a play's first intervention come from the open loop; the ones
+    # after it are made live.
+    assert in_open < Counting.checks < in_open + alone / 2
+    # and each reused check is counted with the time it took in open loop
+    assert sum(len(st.check_ns) for st in closed.values()) == alone
