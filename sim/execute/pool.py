@@ -27,6 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Mapping, Sequence
 
 from scenarios.base import Scenario
@@ -338,18 +339,23 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                 failure = None
                 if w.conn.poll():
                     try:
-                        results = w.conn.recv()
+                        raw = w.conn.recv_bytes()
                     except (EOFError, OSError):
                         failure = _death(w.proc) if not w.proc.is_alive() else "worker sent no result"
                     else:
-                        w.task = None
-                        for key, value in results:
-                            if key[0] == "prefetch":
-                                prefetching -= 1
-                                if not prefetching:
-                                    pending.extend(held[::-1])
-                            else:
-                                done(key, value)
+                        task, w.task = w.task, None
+                        if task[0] == "prefetch":
+                            prefetching -= 1
+                            if not prefetching:
+                                pending.extend(held[::-1])
+                            continue
+                        if pending:
+                            # Loading and filing a task's results takes the parent up to a
+                            # second; the worker would sit idle all that time.
+                            w.task = pending.pop()
+                            w.conn.send(w.task)
+                        for key, value in ForkingPickler.loads(raw):
+                            done(key, value)
                         continue
                 elif not w.proc.is_alive():
                     failure = _death(w.proc)
