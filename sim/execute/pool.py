@@ -299,6 +299,7 @@ def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], sce
         else:
             _run_pool(units, min(n, len(units)), check_timeout, done)
     finally:
+        _init((), (), None)  # the suite stays the caller's: a report after the run should not walk it in every collection
         if bar:
             bar.close()
     return out
