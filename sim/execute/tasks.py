@@ -68,8 +68,9 @@ def run_both(label: str, open_detector: Detector, closed_detector: Detector, epi
         t0 = time.perf_counter()
         return res, run_closed(label, closed_detector, scenarios, episodes=episodes, watch=watch, tapes=tapes), \
             time.perf_counter() - t0
+    # One prefetch: the open-loop detector's brings the suite's vectors into this process's
+    # shared embedder, where the closed-loop one finds them for the few checks it makes live.
     _prefetch(open_detector, episodes)
-    _prefetch(closed_detector, episodes)
     scores: dict[str, list[CallScore]] = {}
     errors: dict[str, str] = {}
     closed: dict[str, ClosedLoopStats] = {}
