@@ -2,9 +2,8 @@
 
 A task is one detector in one mode (open or closed loop) over the whole suite; given the
 generation's tapes, a detector's two modes run as one task (:func:`pair_modes`), whose
-closed loop reuses the open loop's answers. Workers
-are forked, so they see the suite's scenarios, episodes and tapes without copying them; each
-builds its own detector from its spec and sends back rows; the caller assembles them in
+closed loop reuses the open loop's answers. Workers are forked, so they see the suite's
+scenarios, episodes and tapes without copying them; each builds its own detector from its spec and sends back rows; the caller assembles them in
 a fixed order, so the files do not depend on which worker finished first.
 
 A task never takes the run down with it: a detector that raises, returns garbage or
@@ -73,15 +72,22 @@ def run_shard(kind: str, spec: Any, episodes: Sequence[Episode], scenarios: Sequ
     det = spec.build()
     with watch:
         if kind == "open":
-            res = run_open(spec.label, det, episodes, watch=watch)
-            ns = [s.ns for sc in res.scores.values() for s in sc]
-            return ShardResult(kind, spec.label, res, ns, res.seconds, cost_counters(det))
+            return _open_shard(spec.label, run_open(spec.label, det, episodes, watch=watch), det)
         t0 = time.perf_counter()
         stats = run_closed(spec.label, det, scenarios, episodes=episodes, watch=watch, tapes=tapes)
+    return _closed_shard(spec.label, stats, time.perf_counter() - t0, det)
+
+
+def _open_shard(label: str, res: OpenResult, det: Any) -> ShardResult:
+    return ShardResult("open", label, res, [s.ns for sc in res.scores.values() for s in sc], res.seconds,
+                       cost_counters(det))
+
+
+def _closed_shard(label: str, stats: dict[str, ClosedLoopStats], seconds: float, det: Any) -> ShardResult:
     ns = [n for st in stats.values() for n in st.check_ns]
     for st in stats.values():
         st.check_ns = []  # measured already; don't ship them back
-    return ShardResult(kind, spec.label, stats, ns, time.perf_counter() - t0, cost_counters(det))
+    return ShardResult("closed", label, stats, ns, seconds, cost_counters(det))
 
 
 def run_pair(spec: Any, episodes: Sequence[Episode], scenarios: Sequence[Scenario], watch: Watchdog,
@@ -91,12 +97,7 @@ def run_pair(spec: Any, episodes: Sequence[Episode], scenarios: Sequence[Scenari
     open_det, closed_det = spec.build(), spec.build()
     with watch:
         res, stats, closed_s = run_both(spec.label, open_det, closed_det, episodes, scenarios, watch=watch, tapes=tapes)
-    ns = [n for st in stats.values() for n in st.check_ns]
-    for st in stats.values():
-        st.check_ns = []
-    return (ShardResult("open", spec.label, res, [s.ns for sc in res.scores.values() for s in sc], res.seconds,
-                        cost_counters(open_det)),
-            ShardResult("closed", spec.label, stats, ns, closed_s, cost_counters(closed_det)))
+    return _open_shard(spec.label, res, open_det), _closed_shard(spec.label, stats, closed_s, closed_det)
 
 
 def pair_modes(tasks: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:

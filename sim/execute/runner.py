@@ -161,8 +161,6 @@ def call_cells(episodes: Sequence[Episode]) -> dict[tuple[str, str], tuple]:
     return out
 
 
-
-
 def open_rows(label: str, res: OpenResult, episodes: Sequence[Episode], delta: int,
               profiles: dict[str, dict[str, float]], cells: dict | None = None,
               units: Mapping[str, ScoringUnits] | None = None):

@@ -58,7 +58,8 @@ class Tape:
     recording guard's first intervention, if the scenario has one), and every closed-loop
     task of the run replays them instead of simulating the suite again, going live from
     its own detector's first intervention (or where the tape ends). Results are identical
-    with and without a tape (tested on every detector); only the time differs.
+    with and without a tape (tested on every detector without a model, and on a guard that
+    answers at random); only the time differs.
     """
 
     __slots__ = ("steps", "recorded")
