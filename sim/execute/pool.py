@@ -35,6 +35,7 @@ from scenarios.tree import Episode
 from detectors.embedding_model import THREADS_ENV
 from detectors.protocol import cost_counters, prefetches
 from sim.forking import default_workers, fork_context, worker_signals
+from sim.heap import ordinary_collections, restore_ordinary
 from sim.execute.tasks import OpenResult, run_both, run_closed, run_open, timing_row
 from sim.play.harness import ClosedLoopStats, Tape
 from sim.play.openloop import describe
@@ -222,6 +223,7 @@ def _worker(conn: Any, cell: Any, limit: float | None, parent: int) -> None:
     # 0.4 s of CPU (6 s of wall at load 13), inside whichever detector call allocated
     # last; frozen, a full collection costs about 0.02 s.
     gc.freeze()
+    restore_ordinary()  # a run's parent forgoes full collections; detectors must not (``sim.heap``)
     while True:
         task = conn.recv()
         if task is None:
@@ -294,9 +296,10 @@ def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], sce
     units = pair_modes(tasks) if tapes else list(tasks)
     try:
         if n <= 1 or len(units) <= 1:
-            for t in units:
-                for key, value in _run_guarded(t, Watchdog(check_timeout)):
-                    done(key, value)
+            with ordinary_collections():  # detectors run here (``sim.heap``)
+                for t in units:
+                    for key, value in _run_guarded(t, Watchdog(check_timeout)):
+                        done(key, value)
         else:
             _run_pool(units, min(n, len(units)), check_timeout, done)
     finally:

@@ -25,6 +25,7 @@ from sim.execute.checkpoint import PARTS, Checkpoints, ResumeError
 from sim.execute.engines import Engine
 from sim.execute.tasks import OpenResult, run_open, timing_row
 from sim.files import fmt, write_cells, write_csv, write_json
+from sim.heap import no_full_collections
 from sim.play.harness import ClosedLoopStats, Tape, generate
 from sim.play.watchdog import Watchdog
 from sim.scoring.outcomes import (VERDICT_TEXT, Outcome, ScoringUnits, advisory_rate, alarms_from, composite,
@@ -209,6 +210,13 @@ def evaluate_open(built: Sequence[tuple[str, Detector]], episodes: Sequence[Epis
 def run(config: RunConfig, log: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Run the benchmark and write the run folder's result files (the report is a separate
     step: ``sim.report``). Returns a summary for ``--json``."""
+    # The suite and the results stay alive to the end: walking them in full collections
+    # frees nothing (``sim.heap``).
+    with no_full_collections():
+        return _run(config, log)
+
+
+def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     engine = config.engine or Engine()

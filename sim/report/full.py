@@ -20,6 +20,7 @@ from sim.report.transfer import TRANSFER_COLUMNS, plot_transfer, run_scores, sum
 from sim.report.analysis import Analysis, analyse, load_runs
 from scenarios.files import atomic_write
 from sim.files import write_csv
+from sim.heap import no_full_collections
 from sim.numbers import number_text
 
 INTERVAL_COLUMNS = ["detector", "family", "metric", "value", "lo", "hi"]
@@ -288,6 +289,12 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
     is drawn, so a plotting failure never loses them. With ``transfer_run`` (a run on real
     traces) the report also compares the two rankings (``transfer.csv``, a section and a plot).
     """
+    with no_full_collections():  # the runs' rows and traces stay loaded to the end (``sim.heap``)
+        return _write_report(run_dirs, out, rounds, seed, log, transfer_run)
+
+
+def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds: int, seed: int,
+                  log: Callable[[str], None], transfer_run: str | Path | None) -> dict[str, Any]:
     from sim.report.plots import write_plots
 
     data = load_runs(run_dirs)
