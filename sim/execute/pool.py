@@ -35,7 +35,7 @@ from scenarios.tree import Episode
 from detectors.embedding_model import THREADS_ENV
 from detectors.protocol import cost_counters, prefetches
 from sim.forking import default_workers, fork_context, worker_signals
-from sim.heap import ordinary_collections, restore_ordinary
+from sim.heap import frozen, ordinary_collections, restore_ordinary
 from sim.execute.tasks import OpenResult, run_both, run_closed, run_open, timing_row
 from sim.play.harness import ClosedLoopStats, Tape
 from sim.play.openloop import describe
@@ -296,7 +296,7 @@ def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], sce
     units = pair_modes(tasks) if tapes else list(tasks)
     try:
         if n <= 1 or len(units) <= 1:
-            with ordinary_collections():  # detectors run here (``sim.heap``)
+            with ordinary_collections(), frozen():  # detectors run here, beside the suite (``sim.heap``)
                 for t in units:
                     for key, value in _run_guarded(t, Watchdog(check_timeout)):
                         done(key, value)

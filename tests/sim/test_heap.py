@@ -92,3 +92,45 @@ def test_a_run_generates_and_assembles_without_full_collections(monkeypatch, tmp
     runner.run(cfg)
     assert seen and seen[0] > 10**9
     assert gc.get_threshold() == ordinary
+
+
+def test_frozen_keeps_what_exists_out_of_the_collector_for_the_block_only():
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    suite = [[i] for i in range(1000)]
+    with heap.frozen():
+        assert gc.get_freeze_count() >= len(suite)
+        assert not any(o is suite for o in gc.get_objects())  # a full collection does not walk it
+        made_inside = [[1]]
+    assert gc.get_freeze_count() == 0
+    assert any(o is suite for o in gc.get_objects()) and any(o is made_inside for o in gc.get_objects())
+
+
+def test_frozen_leaves_an_earlier_freeze_in_place():
+    gc.freeze()
+    try:
+        with heap.frozen():
+            pass
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_detectors_scored_in_this_process_run_beside_a_frozen_suite(monkeypatch):
+    """The regression gate and ``--workers 1`` score detectors in the process that holds the
+    suite: their full collections should not walk it."""
+    from sim.execute.runner import evaluate_open
+    from sim.scoring.outcomes import load_profiles
+
+    monkeypatch.syspath_prepend(str(FAULTS))
+    from fault_guards import ReportsFrozenObjects
+
+    scenarios = build_scenarios(["stale"], 1, 0, {})
+    episodes = generate_episodes(scenarios)
+    tasks = [("open", DetectorSpec("f", "fault_guards:ReportsFrozenObjects"))]
+    res, _ = pool.run_tasks(tasks, episodes, scenarios, workers=1)[("open", "f")]
+    assert set(res.errors.values()) == {"RuntimeError: frozen=True"}
+    assert gc.get_freeze_count() == 0
+    _, outcomes, _, _, errors = evaluate_open([("f", ReportsFrozenObjects())], episodes, 5, load_profiles()[1])
+    assert errors == {"f": len(episodes)} and {o["error"] for o in outcomes} == {"RuntimeError: frozen=True"}
+    assert gc.get_freeze_count() == 0
