@@ -30,10 +30,12 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
 @click.option("--force", is_flag=True, help="Empty --out first when it holds an earlier run (without it, a non-empty --out is refused).")
 @click.option("--corpus", default=None, help="With a real suite: a local copy of the corpora, for the traces that "
               "are not shipped with loopbench (Who&When: Magentic-One, CaptainAgent).")
+@click.option("--no-report", is_flag=True, help="Write the run folder and its scoreboard only: no plots, intervals, "
+              "threshold sweeps or HTML (about a quarter of a warm default run); `loopbench report RUN` writes them later.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, workers, engine,
-            ray_address, embed_cache, check_timeout, resume, force, no_progress, as_json, corpus) -> None:
+            ray_address, embed_cache, check_timeout, resume, force, no_report, no_progress, as_json, corpus) -> None:
     """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
     from scenarios.base import registered
     from scenarios.suites import SuiteError, load_suite
@@ -97,7 +99,7 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
             else:
                 summary = run(cfg, log=log)
             phase = "report"
-            write_report_steps(Path(summary["out"]), log)
+            write_report_steps(Path(summary["out"]), log, report=not no_report)
     except (ResumeError, EngineError, RunFolderError) as exc:
         raise LoopbenchError(str(exc)) from None
     except KeyboardInterrupt as exc:
@@ -112,15 +114,18 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
         click.echo(f"Run folder: {summary['out']} ({summary['wall_seconds']} s)")
 
 
-def write_report_steps(out: Path, log) -> None:
-    """The scoreboard, then the full report (plots, intervals, HTML) of a finished run folder.
-    Report trouble is logged, never fatal: the result files are already written."""
+def write_report_steps(out: Path, log, report: bool = True) -> None:
+    """The scoreboard, then (with ``report``) the full report (plots, intervals, HTML) of a
+    finished run folder. Report trouble is logged, never fatal: the result files are already written."""
     import time
 
-    from sim.report.full import write_report
     from sim.report.scoreboard import write_scoreboard
 
     write_scoreboard(out)
+    if not report:
+        return
+    from sim.report.full import write_report
+
     t0 = time.perf_counter()
     try:
         write_report([out], out, log=log)

@@ -191,6 +191,24 @@ def test_an_interrupt_in_each_phase_is_resumed(clean, tmp_path, monkeypatch, pha
     assert "is not empty" in one_error_line(invoke(*SMALL, "--out", out))  # finished: no second run on top
 
 
+def test_no_report_writes_the_run_folder_and_scoreboard_and_the_report_comes_later(clean, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    drawn = []
+    monkeypatch.setattr(full, "write_report", lambda *a, **k: drawn.append(a))
+    r = invoke(*SMALL, "--out", out, "--no-report")
+    assert r.exit_code == 0, r.output
+    assert drawn == [] and "report:" not in r.output
+    for name in ("metrics.csv", "episodes.csv", "calls.csv", "closed.csv", "closed_metrics.csv"):
+        assert (out / name).read_bytes() == (clean / name).read_bytes(), name
+    assert (out / "scoreboard.md").stat().st_size > 0 and "| detector" in r.output  # printed as ever
+    assert not any((out / name).exists() for name in ("report.md", "report.html", "intervals.csv", "thresholds.csv"))
+    monkeypatch.undo()
+    monkeypatch.setattr(plots, "write_plots", lambda an, plot_dir, log=None, **k: [])
+    r = invoke("report", out)
+    assert r.exit_code == 0, r.output
+    assert (out / "report.html").stat().st_size > 0 and (out / "intervals.csv").stat().st_size > 0
+
+
 # -- closed-only plots, replay family tables ---------------------------------------------------------
 def test_closed_only_runs_draw_no_open_loop_heatmaps_and_fail_none(tmp_path):
     out = tmp_path / "closed"
