@@ -6,7 +6,9 @@ play an episode: the world, the agent's script and persona, and a horizon.
 """
 from __future__ import annotations
 
+import os
 import random
+import sys
 import warnings
 import zlib
 from dataclasses import dataclass, field
@@ -52,14 +54,34 @@ class FamilyInfo:
 
 FAMILIES: dict[str, FamilyInfo] = {}
 _LOADED: list[str] = []  # entry points already imported (built-ins and plug-ins)
+# ``sys.path`` with each folder's modification time when the entry points were last read.
+_SCANNED: tuple | None = None
+
+
+def _installed_state() -> tuple:
+    """What the installed entry points depend on, cheaply: the import path, and when each of
+    its folders last changed (installing a package adds its ``.dist-info`` to one of them)."""
+    state = []
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            state.append((entry, None))
+    return tuple(state)
 
 
 def registered() -> dict[str, FamilyInfo]:
     """Every family: the built-ins and those of installed plug-ins (``loopbench.families``).
 
     A plug-in that fails to import is reported once as a warning and skipped, so one broken
-    package cannot hide the others.
+    package cannot hide the others. The entry points are read again only when the import
+    path or one of its folders changed: reading them opens every installed package's
+    metadata (about 5 ms), and the validator asks once per episode.
     """
+    global _SCANNED
+    state = _installed_state()
+    if state == _SCANNED:
+        return FAMILIES
     from importlib.metadata import entry_points
 
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
@@ -70,6 +92,7 @@ def registered() -> dict[str, FamilyInfo]:
             ep.load()
         except Exception as exc:  # noqa: BLE001 — a broken plug-in must not hide the others
             warnings.warn(f"scenario family plug-in {ep.name!r} ({ep.value}) cannot be loaded: {exc}", stacklevel=2)
+    _SCANNED = state
     return FAMILIES
 
 

@@ -37,3 +37,27 @@ def test_plugin_family_and_detector_in_list_and_scoreboard(installed, tmp_path):
     assert "reread_loop" in loops and "many_reads" not in loops
     assert "many_reads" in healthy and "reread_loop" not in healthy
     assert "repeat_counter" in board
+
+
+def test_entry_points_are_read_again_only_when_the_import_path_changes(tmp_path, monkeypatch):
+    """Reading them opens every installed package's metadata (~5 ms); the validator asks per episode."""
+    import importlib.metadata
+    import os
+
+    from scenarios import base
+
+    reads = []
+    real = importlib.metadata.entry_points
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kw: reads.append(kw) or real(**kw))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registered()
+    registered()
+    assert len(reads) == 1
+    (tmp_path / "new_plugin-1.0.dist-info").mkdir()  # what installing a package into a folder on the path does
+    os.utime(tmp_path, ns=(0, os.stat(tmp_path).st_mtime_ns + 1))  # even within the clock's resolution
+    registered()
+    assert len(reads) == 2
+    monkeypatch.syspath_prepend(str(tmp_path / "other"))
+    registered()
+    assert len(reads) == 3
+    assert set(base.FAMILIES) >= {"stale", "healthy"}
