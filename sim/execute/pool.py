@@ -3,8 +3,9 @@
 A task is one detector in one mode (open or closed loop) over the whole suite; given the
 generation's tapes, a detector's two modes run as one task (:func:`pair_modes`), whose
 closed loop reuses the open loop's answers. Workers are forked, so they see the suite's
-scenarios, episodes and tapes without copying them; each builds its own detector from its spec and sends back rows; the caller assembles them in
-a fixed order, so the files do not depend on which worker finished first.
+scenarios, episodes and tapes without copying them; each builds its own detector from its
+spec and sends back rows; the caller assembles them in a fixed order, so the files do not
+depend on which worker finished first.
 
 A task never takes the run down with it: a detector that raises, returns garbage or
 overruns the per-check limit fails only its episodes (``sim.play.watchdog``); a worker that

@@ -84,7 +84,7 @@ def score_episode(detector: Detector, episode: Episode, watch: Watchdog | None =
                 begin()
                 t0 = perf()
                 decision = detector.check(state, call)
-                t1 = perf()
+                t1 = perf() if scored is not None else 0  # the check's own time, only when kept
                 new_state = detector.record(state, call, decision, node.observation)
                 elapsed = perf() - t0
                 end()
