@@ -215,18 +215,36 @@ class DiskCache:
     """
 
     FILE = "embeddings.sqlite"
+    TIMEOUT = 60.0  # seconds to wait for another process's write
 
     def __init__(self, directory: str | Path, model: str):
         self.directory = Path(directory)
         self.model = model
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.directory / self.FILE, timeout=60, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db = sqlite3.connect(self.directory / self.FILE, timeout=self.TIMEOUT, check_same_thread=False)
+        self._use_wal()
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL, text TEXT NOT NULL, "
             "dim INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, text))"
         )
         self._db.commit()
+
+    def _use_wal(self) -> None:
+        # While another connection writes to a file still in rollback mode (another process
+        # creating the cache), SQLite answers the switch to WAL with "database is locked" at
+        # once, without waiting out the busy timeout: so wait here. Two pool workers opening
+        # a fresh cache together lost one worker's encoding shard to this (issue 18).
+        deadline = time.monotonic() + self.TIMEOUT
+        pause = 0.005
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
     def get(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}

@@ -180,14 +180,14 @@ def _run_guarded(task: tuple[str, Any], watch: Watchdog) -> list[tuple[tuple[str
         if kind == "prefetch":
             specs, shard = spec
             prefetch_suite(specs, _EPISODES, shard)
-            return [((kind, ""), None)]
+            return [((kind, ""), None)]  # no problem to report
         if kind == "both":
             parts = run_pair(spec, _EPISODES, _SCENARIOS, watch, _TAPES)
             return [((p.kind, spec.label), merge_shards([p])) for p in parts]
         return [((kind, spec.label), merge_shards([run_shard(kind, spec, _EPISODES, _SCENARIOS, watch, _TAPES)]))]
     except Exception as exc:  # noqa: BLE001 — e.g. the detector cannot be built in the worker
-        if kind == "prefetch":  # the tasks it was for encode their own texts
-            return [((kind, ""), None)]
+        if kind == "prefetch":  # reported; the tasks it was for encode their own texts
+            return [((kind, ""), describe(exc))]
         return failed_task(task, f"task failed: {describe(exc)}")
 
 
@@ -275,9 +275,11 @@ def _death(proc: Any) -> str:
 def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], scenarios: Sequence[Scenario],
               workers: int = 0, progress: bool = False, check_timeout: float | None = None,
               on_result: Callable[[tuple[str, str], Any], None] | None = None,
-              tapes: Mapping[str, Tape] | None = None) -> dict[tuple[str, str], Any]:
+              tapes: Mapping[str, Tape] | None = None,
+              log: Callable[[str], None] = lambda s: None) -> dict[tuple[str, str], Any]:
     """Run every (kind, DetectorSpec) task; ``workers`` 0 means one per core, 1 in this process.
-    Forked workers inherit ``tapes`` (see ``sim.play.harness.Tape``) with the suite."""
+    Forked workers inherit ``tapes`` (see ``sim.play.harness.Tape``) with the suite. ``log``
+    hears of work lost on the way that changes no result (a failed encoding shard)."""
     n = workers or default_workers()
     bar = None
     if progress and tasks:
@@ -302,7 +304,7 @@ def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], sce
                     for key, value in _run_guarded(t, Watchdog(check_timeout)):
                         done(key, value)
         else:
-            _run_pool(units, min(n, len(units)), check_timeout, done)
+            _run_pool(units, min(n, len(units)), check_timeout, done, log)
     finally:
         _init((), (), None)  # the suite stays the caller's: a report after the run should not walk it in every collection
         if bar:
@@ -311,7 +313,7 @@ def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], sce
 
 
 def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
-              done: Callable[[tuple[str, str], Any], None]) -> None:
+              done: Callable[[tuple[str, str], Any], None], log: Callable[[str], None]) -> None:
     ctx = fork_context()
     # Closed-loop tasks (alone or with their open-loop half) are the long ones: start them
     # first so the workers end together.
@@ -327,6 +329,12 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
     prefetching = n if shared else 0
     pending.extend(("prefetch", (shared, (i, prefetching))) for i in reversed(range(prefetching)))
     hard = hard_limit(limit) if limit else None
+
+    def shard_lost(task: tuple[str, Any], problem: str) -> None:
+        index, count = task[1][1]
+        log(f"warning: encoding shard {index + 1} of {count} failed ({problem}); "
+            "the model-backed tasks encode its texts themselves (same results, more time)")
+
     pool: list[_Worker] = []
     try:
         while pending or any(w.task for w in pool):
@@ -351,6 +359,9 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                     else:
                         task, w.task = w.task, None
                         if task[0] == "prefetch":
+                            ((_, problem),) = ForkingPickler.loads(raw)
+                            if problem is not None:
+                                shard_lost(task, problem)
                             prefetching -= 1
                             if not prefetching:
                                 pending.extend(held[::-1])
@@ -373,6 +384,7 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                     w.stop(kill=True)
                     pool.remove(w)
                     if task[0] == "prefetch":
+                        shard_lost(task, failure)
                         prefetching -= 1
                         if not prefetching:
                             pending.extend(held[::-1])  # they encode what is still missing themselves

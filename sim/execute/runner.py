@@ -254,7 +254,7 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
         log(f"resuming: {len(results)} of {len(tasks)} detector tasks already done")
     results.update(engine.run([t for t in tasks if (t[0], t[1].label) not in results], episodes, scenarios,
                                      progress=config.progress, check_timeout=config.check_timeout,
-                                     on_result=parts.save, tapes=tapes))
+                                     on_result=parts.save, tapes=tapes, log=log))
     phases["detectors"] = time.perf_counter() - t_start - phases["generate"]
     log(f"ran {len(tasks)} detector tasks on the {engine.name} engine ({phases['detectors']:.1f} s)")
     metrics, outcomes, calls, timings, errors = [], [], [], [], {}

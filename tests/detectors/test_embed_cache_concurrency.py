@@ -42,3 +42,30 @@ def test_two_processes_write_the_same_cache(tmp_path):
     vectors = reader.embed(texts)
     assert reader.model_calls == 0 and reader.disk_hits == 2000
     np.testing.assert_allclose(vectors, normalise(HashingEncoder(dim=64)(texts)), atol=1e-6)
+
+
+def test_opening_a_new_cache_waits_for_another_process_creating_it(tmp_path):
+    """A cache file another connection is still creating (its first write not yet committed)
+    opens once that write commits. SQLite answers ``PRAGMA journal_mode=WAL`` with "database
+    is locked" at once in that state, without waiting out the busy timeout: two pool workers
+    opening a fresh cache together lost one's encoding shard that way (issue 18)."""
+    import threading
+    import time
+
+    creator = sqlite3.connect(tmp_path / DiskCache.FILE, isolation_level=None, check_same_thread=False)
+    creator.execute("BEGIN IMMEDIATE")  # a write in progress, as the other process's CREATE TABLE
+    committed = threading.Event()
+
+    def commit_later() -> None:
+        time.sleep(0.3)
+        creator.execute("COMMIT")
+        committed.set()
+
+    threading.Thread(target=commit_later).start()
+    cache = DiskCache(tmp_path, "m")
+    assert committed.is_set()  # it waited for the write rather than failing before it
+    cache.put(["a"], np.ones((1, 4), dtype=np.float32))
+    assert len(cache) == 1
+    cache.close()
+    assert creator.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    creator.close()

@@ -329,6 +329,29 @@ def test_a_worker_that_dies_fails_its_task_only(tmp_path, monkeypatch):
     assert errors_by_detector(out, "episodes.csv")["dies:Dies"] == {"worker exited with code 7"}
 
 
+@pytest.mark.parametrize("exits", [False, True], ids=["raises", "worker-dies"])
+def test_a_lost_encoding_shard_is_reported_and_changes_no_result(exits, tmp_path, monkeypatch):
+    """The workers encode the suite in shards before the model-backed tasks start; a shard
+    that fails costs time only (its tasks encode those texts themselves), and says so."""
+    monkeypatch.setenv("FAULT_PREFETCH_MARK", str(tmp_path / "failed-once"))
+    if exits:
+        monkeypatch.setenv("FAULT_PREFETCH_EXIT", "1")
+    runs = {}
+    for name in ("lost", "clean"):
+        out = tmp_path / name
+        r = invoke("run", *SMALL, "--mode", "both", "--detectors", "exact,pf=fault_guards:PrefetchFailsOnce",
+                   "--workers", "2", "--embed-cache", tmp_path / f"cache-{name}", "--out", out, cwd=FAULTS)
+        assert r.exit_code == 0, r.output
+        runs[name] = r.output
+        assert errors_by_detector(out, "episodes.csv")["pf"] == {""}
+    problem = "worker exited with code 3" if exits else "RuntimeError: cannot reach the model"
+    lost = [line for line in runs["lost"].splitlines() if "encoding shard" in line]
+    assert len(lost) == 1 and re.search(rf"warning: encoding shard [12] of 2 failed \({problem}\)", lost[0]), lost
+    assert "encoding shard" not in runs["clean"]  # the mark exists now: no shard fails
+    for name in ("metrics.csv", "closed_metrics.csv", "episodes.csv", "calls.csv"):
+        assert (tmp_path / "lost" / name).read_bytes() == (tmp_path / "clean" / name).read_bytes(), name
+
+
 def compute_for(seconds: float) -> None:
     """Use ``seconds`` of this thread's CPU time: the per-check limit counts CPU, not waiting."""
     end = time.thread_time() + seconds
