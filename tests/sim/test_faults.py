@@ -418,10 +418,17 @@ def test_set_up_inside_a_call_does_not_count_against_the_limit():
 RUN = ["run", "--suite", "quick", "--detectors", "exact,normalized,slow=fault_guards:Slow", "--no-progress"]
 
 
+def _default_sigint() -> None:
+    # A shell starts a background job (``pytest &``, a CI step run that way) with SIGINT
+    # ignored, children inherit that, and Python then installs no KeyboardInterrupt handler:
+    # the run would never see the test's Ctrl-C. Each run starts as a terminal would start it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cli(args, **kw):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([*LOOPBENCH, *args], cwd=FAULTS, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **kw)
+                            text=True, preexec_fn=_default_sigint, **kw)
 
 
 @pytest.fixture(scope="module")
