@@ -41,13 +41,21 @@ def cells_text(rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> str:
     return buf.getvalue()
 
 
+def csv_field(value: str) -> str:
+    """``value`` as :func:`cells_text` writes it among other fields of a row (quoted when it
+    holds a comma, a quote or a line break), for rows put together from ready-made pieces."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow([value, ""])  # "value,\n": never a lone empty field
+    return buf.getvalue()[:-2]
+
+
+def write_lines(path: str | os.PathLike, chunks: Iterable[str], columns: Sequence[str]) -> None:
+    """A CSV file of a header and ``chunks``, each whole lines of ready-made fields."""
+    atomic_write(path, cells_text((), columns) + "".join(chunks))
+
+
 def csv_text(rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> str:
     return cells_text(([fmt(row.get(c)) for c in columns] for row in rows), columns)
-
-
-def write_cells(path: str | os.PathLike, rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> None:
-    """Like :func:`write_csv`, for rows already given as cells (the big per-call files)."""
-    atomic_write(path, cells_text(rows, columns))
 
 
 def write_csv(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns: Sequence[str]) -> None:

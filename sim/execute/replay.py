@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from sim.files import write_cells, write_csv, write_json
+from sim.files import write_csv, write_json, write_lines
 from sim.config.manifest import build_manifest
 from sim.config.runfolder import clear_results, file_digests, new_run_id
 from sim.config.spec import DetectorSpec
@@ -58,7 +58,7 @@ def replay(episodes: Sequence[Episode], detectors: Sequence[DetectorSpec], out: 
     fires, agreement = fire_summary(outcomes)
     write_csv(out / "metrics.csv", [r for r in metrics if r["episodes"]], METRIC_COLUMNS)
     write_csv(out / "episodes.csv", outcomes, EPISODE_COLUMNS)
-    write_cells(out / "calls.csv", calls, CALL_COLUMNS)
+    write_lines(out / "calls.csv", calls, CALL_COLUMNS)
     write_csv(out / "timings.csv", timings, TIMING_COLUMNS)
     write_csv(out / "fires.csv", fires, FIRES_COLUMNS)
     write_csv(out / "agreement.csv", agreement, AGREEMENT_COLUMNS)
