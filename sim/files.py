@@ -31,13 +31,30 @@ def fmt(value: Any) -> Any:
     return value
 
 
+# The csv module quotes a field that holds its delimiter, its quote or a character of its
+# line terminator. Ours is "\n", so a bare "\r" (trace text is anyone's) would be written
+# unquoted, and every CSV reader, pandas included, takes it for a line break. Rows holding
+# one are written with "\r\n" as the terminator, which quotes it, then ended with "\n".
+_CRLF = {"lineterminator": "\r\n"}
+
+
+def _has_cr(row: Sequence[Any]) -> bool:
+    return any(type(c) is str and "\r" in c for c in row)
+
+
 def cells_text(rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> str:
     """CSV text of a header and rows given as cells in ``columns`` order, each a ``str`` or an
     ``int`` or passed through :func:`fmt`."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(columns)
-    w.writerows(rows)
+    for row in rows:
+        if _has_cr(row):
+            one = io.StringIO()
+            csv.writer(one, **_CRLF).writerow(row)
+            buf.write(one.getvalue()[:-2] + "\n")
+        else:
+            w.writerow(row)
     return buf.getvalue()
 
 
@@ -45,8 +62,8 @@ def csv_field(value: str) -> str:
     """``value`` as :func:`cells_text` writes it among other fields of a row (quoted when it
     holds a comma, a quote or a line break), for rows put together from ready-made pieces."""
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerow([value, ""])  # "value,\n": never a lone empty field
-    return buf.getvalue()[:-2]
+    csv.writer(buf, **_CRLF).writerow([value, ""])  # "value,\r\n": never a lone empty field
+    return buf.getvalue()[:-3]
 
 
 def write_lines(path: str | os.PathLike, chunks: Iterable[str], columns: Sequence[str]) -> None:

@@ -10,9 +10,7 @@ from sim.execute.runner import CALL_COLUMNS, evaluate_open
 from sim.files import cells_text, fmt, write_lines
 from sim.scoring.outcomes import VERDICT_TEXT, load_profiles
 
-# Not a bare "\r": the csv module quotes only the line terminator's characters ("\n" here), so
-# a field holding "\r" is written bare, and read back as a line break (a known limitation).
-HOSTILE = ['plain', 'a,b', 'say "hi"', 'line\nbreak', 'crlf\r\nhere', '', ' ', '"', '=1+1', 'é,ü 🚀']
+HOSTILE = ['plain', 'a,b', 'say "hi"', 'line\nbreak', 'cr\rhere', 'crlf\r\nhere', '', ' ', '"', '=1+1', 'é,ü 🚀']
 
 
 def hostile_episode() -> Episode:
@@ -46,3 +44,18 @@ def test_calls_csv_is_what_csv_writes_cell_by_cell(tmp_path):
         expected.append(row)
     # The same bytes as the csv module writing each cell.
     assert written == cells_text(expected, CALL_COLUMNS)
+
+
+def test_a_bare_carriage_return_is_quoted_in_every_result_file(tmp_path):
+    """The csv module, ending lines with "\\n", would write a field holding a bare "\\r" unquoted,
+    and readers (csv, pandas) would split the row there."""
+    import pandas as pd
+
+    from sim.files import write_csv
+
+    rows = [{"episode": "a\rb", "n": 1}, {"episode": "plain", "n": 2}, {"episode": "c\r\nd", "n": 3}]
+    write_csv(tmp_path / "t.csv", rows, ["episode", "n"])
+    raw = (tmp_path / "t.csv").read_bytes()
+    assert raw == b'episode,n\n"a\rb",1\nplain,2\n"c\r\nd",3\n'
+    back = pd.read_csv(tmp_path / "t.csv", keep_default_na=False)
+    assert back["episode"].tolist() == ["a\rb", "plain", "c\r\nd"] and back["n"].tolist() == [1, 2, 3]
