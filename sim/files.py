@@ -38,8 +38,11 @@ def fmt(value: Any) -> Any:
 _CRLF = {"lineterminator": "\r\n"}
 
 
-def _has_cr(row: Sequence[Any]) -> bool:
-    return any(type(c) is str and "\r" in c for c in row)
+def _quoted_row(row: Sequence[Any]) -> str:
+    """One row's fields, "\r" quoted like "\n", without a line end."""
+    buf = io.StringIO()
+    csv.writer(buf, **_CRLF).writerow(row)
+    return buf.getvalue()[:-2]
 
 
 def cells_text(rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> str:
@@ -49,10 +52,8 @@ def cells_text(rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(columns)
     for row in rows:
-        if _has_cr(row):
-            one = io.StringIO()
-            csv.writer(one, **_CRLF).writerow(row)
-            buf.write(one.getvalue()[:-2] + "\n")
+        if any(type(c) is str and "\r" in c for c in row):
+            buf.write(_quoted_row(row) + "\n")
         else:
             w.writerow(row)
     return buf.getvalue()
@@ -61,9 +62,7 @@ def cells_text(rows: Iterable[Sequence[Any]], columns: Sequence[str]) -> str:
 def csv_field(value: str) -> str:
     """``value`` as :func:`cells_text` writes it among other fields of a row (quoted when it
     holds a comma, a quote or a line break), for rows put together from ready-made pieces."""
-    buf = io.StringIO()
-    csv.writer(buf, **_CRLF).writerow([value, ""])  # "value,\r\n": never a lone empty field
-    return buf.getvalue()[:-3]
+    return _quoted_row([value, ""])[:-1]  # "value,": never a lone empty field
 
 
 def write_lines(path: str | os.PathLike, chunks: Iterable[str], columns: Sequence[str]) -> None:
