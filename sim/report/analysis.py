@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from sim.config.runfolder import read_run_manifest
-from sim.forking import default_workers, each, map_forked
+from sim.forking import default_workers, map_forked
 from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_profiles, scoring_units, summarize
 from sim.scoring.thresholds import (FAR_TARGETS, CallScores, candidate_values, check_contract, heldout_totals, pick_best,
                          pick_calibrated, sweep, sweep_metrics, take)
@@ -162,64 +162,139 @@ def _closed_metrics(t: np.ndarray, profiles=None) -> dict[str, np.ndarray]:
             "false_interventions_per_episode": g["false_interventions"] / n}
 
 
-def analyse(data: RunData, *, rounds: int = 1000, seed: int = 0, deltas: Sequence[int] = DELTAS) -> Analysis:
-    """Compute every table of the report from loaded run data."""
+def analyse(data: RunData, *, rounds: int = 1000, seed: int = 0, deltas: Sequence[int] = DELTAS,
+            workers: int = 0) -> Analysis:
+    """Compute every table of the report from loaded run data.
+
+    The parts are independent: the intervals and paired differences, each detector's
+    threshold sweep and its Δ view, the closed-loop intervals. They run as one list of jobs
+    over forked processes (``workers``: 0 = one per core, 1 = in this process), the
+    longest first, so no core waits while another works through a serial part.
+    """
 
     version, profiles = load_profiles()
     an = Analysis(data, version, profiles, rounds, seed, notes=list(data.notes))
-    delta = data.delta
     t0 = time.perf_counter()
+    work = _Work(an, deltas)
+    jobs: list[tuple] = []
     out = data.outcomes
     if len(out):
-        by_det = {d: _outcome_objects(out[out["detector"] == d]) for d in data.detectors}
+        work.by_det = {d: _outcome_objects(out[out["detector"] == d]) for d in data.detectors}
         # Clusters: every judged episode of the run(s); strata: their families.
         ep_family = dict(zip(out["episode"], out["family"]))
         keys = sorted(ep_family)
-        index = {k: i for i, k in enumerate(keys)}
-        boot = Bootstrap(keys, [ep_family[k] for k in keys], rounds=rounds, seed=seed)
+        work.index = {k: i for i, k in enumerate(keys)}
+        work.boot = Bootstrap(keys, [ep_family[k] for k in keys], rounds=rounds, seed=seed)
         calls = data.calls
-        cgroups = {d: g for d, g in calls.groupby("detector", sort=False)} if len(calls) else {}
-        totals = {}
+        work.cgroups = {d: g for d, g in calls.groupby("detector", sort=False)} if len(calls) else {}
+        work.errors = out[out["error"].notna() & (out["error"] != "")]
         for d in data.detectors:
-            adv = None
-            if d in cgroups and data.units:
-                g = cgroups[d]
-                adv = advisory_counts(data.units, g["node"].tolist(), g["episode"].tolist(), _label_loop(g["label_loop"]),
-                                      (g["verdict"] != "allow").tolist())
-            totals[d] = episode_totals(by_det[d], index, delta, adv)
-            an.delays[d] = [o.delay for o in by_det[d] if o.outcome == "tp" and o.delay is not None]
-        an.intervals = boot.intervals(totals, profiles)
-        an.paired = boot.paired(totals, profiles, PAIRED_METRICS)
-        an.seconds["bootstrap"] = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        if data.units and len(calls):
-            _thresholds(an, boot, cgroups, by_det, index, delta)
-            an.seconds["thresholds"] = time.perf_counter() - t1
-            t2 = time.perf_counter()
-            _delta_view(an, cgroups, deltas)
-            an.seconds["delta"] = time.perf_counter() - t2
-        else:
-            for d in data.detectors:
-                _default_row(an, d, by_det[d], boot, totals[d], note="no stored trace")
+            an.delays[d] = [o.delay for o in work.by_det[d] if o.outcome == "tp" and o.delay is not None]
+        work.sweeps = bool(data.units and len(calls))
+        jobs.append(("intervals", None))
+        if work.sweeps:
+            jobs += [("sweep", d) for d in data.detectors] + [("delta", d) for d in data.detectors]
     if len(data.closed):
-        c = data.closed
-        fam = dict(zip(c["episode"], c["family"]))
-        keys = sorted(fam)
-        index = {k: i for i, k in enumerate(keys)}
-        boot = Bootstrap(keys, [fam[k] for k in keys], rounds=rounds, seed=seed)
-        ctot = {}
-        for d, g in c.groupby("detector", sort=False):
-            x = np.zeros((len(keys), len(CLOSED_FIELDS)))
-            rows = np.array([index[e] for e in g["episode"]])
-            success = g["success"].map(lambda v: v is True or v == "true" or v == "True").astype(float).to_numpy()
-            for j, col in enumerate(CLOSED_FIELDS):
-                vals = np.ones(len(g)) if col == "episodes" else success if col == "success" else g[col].astype(float).to_numpy()
-                np.add.at(x[:, j], rows, vals)
-            ctot[d] = x
-        an.closed_intervals = boot.intervals(ctot, profiles, metrics_fn=_closed_metrics)
-        an.closed_paired = boot.paired(ctot, profiles, ("success_rate", "wasted_spend_per_episode"), metrics_fn=_closed_metrics)
+        jobs.append(("closed", None))
+    global _WORK
+    _WORK = work
+    try:
+        parts = map_forked(_analysis_job, jobs, min(workers or default_workers(), len(jobs)))
+    finally:
+        _WORK = None
+    for (kind, _), (part, seconds) in zip(jobs, parts):
+        an.seconds[_SECONDS[kind]] = an.seconds.get(_SECONDS[kind], 0.0) + seconds
+        if kind == "intervals":
+            an.intervals, an.paired, defaults = part
+            an.thresholds += defaults
+        elif kind == "sweep":
+            curves, rows, notes = part
+            an.curves += curves
+            an.thresholds += rows
+            an.notes += notes
+        elif kind == "delta":
+            an.delta_rows += part
+        else:
+            an.closed_intervals, an.closed_paired = part
     an.seconds["total"] = time.perf_counter() - t0
     return an
+
+
+#: ``Analysis.seconds`` key under which each kind of job adds its time (in its worker).
+_SECONDS = {"intervals": "bootstrap", "sweep": "thresholds", "delta": "delta", "closed": "closed"}
+
+
+@dataclass
+class _Work:
+    """What every analysis job reads; forked workers see it without a copy."""
+
+    an: Analysis
+    deltas: Sequence[int]
+    boot: Bootstrap | None = None
+    by_det: dict[str, list[Outcome]] = field(default_factory=dict)
+    cgroups: dict[str, pd.DataFrame] = field(default_factory=dict)
+    index: dict[str, int] = field(default_factory=dict)
+    errors: pd.DataFrame | None = None
+    sweeps: bool = False
+
+
+_WORK: _Work | None = None  # set in the parent before its workers fork
+
+
+def _analysis_job(kind: str, det: str | None) -> tuple[Any, float]:
+    """One job of :func:`analyse`, with the seconds it took."""
+    t0 = time.perf_counter()
+    w = _WORK
+    if kind == "intervals":
+        part = _intervals(w)
+    elif kind == "sweep":
+        part = _sweep_one(w, det)
+    elif kind == "delta":
+        part = _delta_rows(w.an, w.cgroups.get(det), w.errors, det, w.deltas)
+    else:
+        part = _closed_intervals(w.an)
+    return part, time.perf_counter() - t0
+
+
+def _intervals(w: _Work) -> tuple[list, list, list]:
+    """The open-loop intervals and paired differences, and each detector's default row when
+    there are no sweeps (no stored trace to re-score from)."""
+    an, data, boot = w.an, w.an.data, w.boot
+    totals = {}
+    for d in data.detectors:
+        adv = None
+        if d in w.cgroups and data.units:
+            g = w.cgroups[d]
+            adv = advisory_counts(data.units, g["node"].tolist(), g["episode"].tolist(), _label_loop(g["label_loop"]),
+                                  (g["verdict"] != "allow").tolist())
+        totals[d] = episode_totals(w.by_det[d], w.index, data.delta, adv)
+    intervals = boot.intervals(totals, an.profiles)
+    paired = boot.paired(totals, an.profiles, PAIRED_METRICS)
+    defaults: list[dict] = []
+    if not w.sweeps:
+        for d in data.detectors:
+            defaults.append(_default_row(an, d, w.by_det[d], boot, totals[d], note="no stored trace"))
+    return intervals, paired, defaults
+
+
+def _closed_intervals(an: Analysis) -> tuple[list, list]:
+    """The closed-loop intervals and paired differences."""
+    c = an.data.closed
+    fam = dict(zip(c["episode"], c["family"]))
+    keys = sorted(fam)
+    index = {k: i for i, k in enumerate(keys)}
+    boot = Bootstrap(keys, [fam[k] for k in keys], rounds=an.rounds, seed=an.seed)
+    ctot = {}
+    for d, g in c.groupby("detector", sort=False):
+        x = np.zeros((len(keys), len(CLOSED_FIELDS)))
+        rows = np.array([index[e] for e in g["episode"]])
+        success = g["success"].map(lambda v: v is True or v == "true" or v == "True").astype(float).to_numpy()
+        for j, col in enumerate(CLOSED_FIELDS):
+            vals = np.ones(len(g)) if col == "episodes" else success if col == "success" else g[col].astype(float).to_numpy()
+            np.add.at(x[:, j], rows, vals)
+        ctot[d] = x
+    return (boot.intervals(ctot, an.profiles, metrics_fn=_closed_metrics),
+            boot.paired(ctot, an.profiles, ("success_rate", "wasted_spend_per_episode"), metrics_fn=_closed_metrics))
 
 
 def _row(detector: str, kind: str, value, outs: list[Outcome], profiles, delta, boot_score=None, boot_far=None,
@@ -235,11 +310,12 @@ def _row(detector: str, kind: str, value, outs: list[Outcome], profiles, delta, 
     return row
 
 
-def _default_row(an: Analysis, det: str, outs, boot: Bootstrap, x: np.ndarray, note: str = "") -> None:
+def _default_row(an: Analysis, det: str, outs, boot: Bootstrap, x: np.ndarray, note: str = "") -> dict:
+    """``det``'s threshold-table row at its defaults alone."""
     _, rt = boot.totals(x)
     rm = metrics_from_totals(rt, an.profiles)
-    an.thresholds.append(_row(det, "default", None, outs, an.profiles, an.data.delta, rm["score_standard"],
-                              rm["false_alarm_rate"], rm["miss_rate"], note=note))
+    return _row(det, "default", None, outs, an.profiles, an.data.delta, rm["score_standard"], rm["false_alarm_rate"],
+                rm["miss_rate"], note=note)
 
 
 def _build(det: str, an: Analysis):
@@ -249,37 +325,14 @@ def _build(det: str, an: Analysis):
     return DetectorSpec(det, spec, params).build()
 
 
-_SWEEP: tuple | None = None  # what forked sweep workers read (set before they fork)
-
-
-def _thresholds(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta) -> None:
-    """Sweep every detector with a threshold parameter; pick the labelled operating points.
-
-    The detectors are independent and their sweeps most of an analysis, so they run in
-    forked processes, one per core; each returns the rows it added, kept in detector order.
-    """
-    global _SWEEP
-    dets = list(an.data.detectors)
-    errors_all = an.data.outcomes[an.data.outcomes["error"].notna() & (an.data.outcomes["error"] != "")]
-    _SWEEP = (an, boot, cgroups, by_det, index, delta, errors_all)
-    try:
-        parts = map_forked(_sweep_one, each(dets), min(default_workers(), len(dets)))
-    finally:
-        _SWEEP = None
-    for curves, rows, notes in parts:
-        an.curves += curves
-        an.thresholds += rows
-        an.notes += notes
-
-
-def _sweep_one(det: str) -> tuple[list, list, list]:
-    """One detector's sweep (see ``_thresholds``): the curve rows, threshold rows and notes it
-    adds, collected in lists of its own (in this process too, when there is one core)."""
-    an, boot, cgroups, by_det, index, delta, errors_all = _SWEEP
+def _sweep_one(w: _Work, det: str) -> tuple[list, list, list]:
+    """One detector's sweep: the curve rows, threshold rows and notes it adds, collected in
+    lists of its own (the analysis is shared when the jobs run in this process)."""
+    an = w.an
     kept = an.curves, an.thresholds, an.notes
     an.curves, an.thresholds, an.notes = [], [], []
     try:
-        _sweep_detector(an, boot, cgroups, by_det, index, delta, errors_all, det)
+        _sweep_detector(an, w.boot, w.cgroups, w.by_det, w.index, an.data.delta, w.errors, det)
         return an.curves, an.thresholds, an.notes
     finally:
         an.curves, an.thresholds, an.notes = kept
@@ -299,7 +352,7 @@ def _sweep_detector(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta
     param = getattr(detector, "threshold_param", None) if detector is not None else None
     if param is None or det not in cgroups:
         x_default = episode_totals(by_det[det], index, delta)
-        _default_row(an, det, by_det[det], boot, x_default, note="no threshold parameter")
+        an.thresholds.append(_default_row(an, det, by_det[det], boot, x_default, note="no threshold parameter"))
         return
     default = getattr(detector, param)
     cs = CallScores.from_rows(cgroups[det])
@@ -307,7 +360,8 @@ def _sweep_detector(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta
     if bad:
         an.notes.append(f"{det}: {bad} of {total} stored verdicts disagree with score >= threshold_for(tool, "
                         f"{param}); its scores cannot be swept, so it is shown at its default only")
-        _default_row(an, det, by_det[det], boot, episode_totals(by_det[det], index, delta), note="sweep contract broken")
+        an.thresholds.append(_default_row(an, det, by_det[det], boot, episode_totals(by_det[det], index, delta),
+                                          note="sweep contract broken"))
         return
     values = candidate_values(detector, cs, default)
     errs = {r.episode: str(r.error) for r in errors_all[errors_all["detector"] == det].itertuples()}
@@ -361,25 +415,25 @@ def _fmt_value(v) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _delta_view(an: Analysis, cgroups, deltas: Sequence[int]) -> None:
-    """Outcomes at other windows Δ, re-scored from the stored per-call verdicts."""
-    errors = an.data.outcomes[an.data.outcomes["error"].notna() & (an.data.outcomes["error"] != "")]
-    for det in an.data.detectors:
-        g = cgroups.get(det)
-        alarms: dict[str, dict[str, bool]] = {}
-        if g is not None:
-            for e, n, v in zip(g["episode"].tolist(), g["node"].tolist(), (g["verdict"] != "allow").tolist()):
-                alarms.setdefault(e, {})[n] = v
-        errs = {r.episode: str(r.error) for r in errors[errors["detector"] == det].itertuples()}
-        # Where each unit first alarmed does not depend on Δ: found once, classified per Δ.
-        firsts = [(u, u.first_alarms(alarms.get(eid, {})), errs.get(eid)) for eid, u in an.data.units.items()]
-        for dl in deltas:
-            outs: list[Outcome] = []
-            for u, first, err in firsts:
-                outs += u.outcomes_at(first, dl, err)
-            s = summarize(outs, dl)
-            row = {"detector": det, "delta": dl, "tp": s["tp"], "miss": s["miss"], "early": s["early"],
-                   "late": s["late"], "miss_rate": s["miss_rate"], "median_delay": s["median_delay"]}
-            for name, w in an.profiles.items():
-                row[f"score_{name}"] = composite(outs, w, dl)
-            an.delta_rows.append(row)
+def _delta_rows(an: Analysis, g: pd.DataFrame | None, errors: pd.DataFrame, det: str,
+                deltas: Sequence[int]) -> list[dict]:
+    """``det``'s outcomes at other windows Δ, re-scored from its stored per-call verdicts ``g``."""
+    alarms: dict[str, dict[str, bool]] = {}
+    if g is not None:
+        for e, n, v in zip(g["episode"].tolist(), g["node"].tolist(), (g["verdict"] != "allow").tolist()):
+            alarms.setdefault(e, {})[n] = v
+    errs = {r.episode: str(r.error) for r in errors[errors["detector"] == det].itertuples()}
+    # Where each unit first alarmed does not depend on Δ: found once, classified per Δ.
+    firsts = [(u, u.first_alarms(alarms.get(eid, {})), errs.get(eid)) for eid, u in an.data.units.items()]
+    rows = []
+    for dl in deltas:
+        outs: list[Outcome] = []
+        for u, first, err in firsts:
+            outs += u.outcomes_at(first, dl, err)
+        s = summarize(outs, dl)
+        row = {"detector": det, "delta": dl, "tp": s["tp"], "miss": s["miss"], "early": s["early"],
+               "late": s["late"], "miss_rate": s["miss_rate"], "median_delay": s["median_delay"]}
+        for name, w in an.profiles.items():
+            row[f"score_{name}"] = composite(outs, w, dl)
+        rows.append(row)
+    return rows

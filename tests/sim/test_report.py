@@ -99,19 +99,20 @@ def test_the_palette_is_stable_and_distinct():
     assert len({a[n] for n in a}) == 3
 
 
-def test_threshold_sweeps_in_forked_workers_equal_one_process(quick, monkeypatch):
-    """The per-detector sweeps run in forked processes, one per core; their rows come back in
-    detector order, exactly as a one-core machine computes them in-process."""
-    import sim.report.analysis as analysis
-    from sim.report.analysis import analyse, load_runs
+def test_the_analysis_jobs_in_forked_workers_equal_one_process(quick):
+    """Every part of the analysis (intervals, each detector's sweep and Δ view, the closed
+    loop) runs as a job on forked processes; the tables come back in detector order, exactly
+    as a one-core machine computes them in-process."""
+    from sim.report.analysis import DELTAS, analyse, load_runs
 
     data = load_runs([quick])
-    forked = analyse(data, rounds=50)
-    monkeypatch.setattr(analysis, "default_workers", lambda: 1)
-    alone = analyse(data, rounds=50)
-    assert forked.thresholds and forked.curves
-    assert pd.DataFrame(forked.thresholds).equals(pd.DataFrame(alone.thresholds))
-    assert pd.DataFrame(forked.curves).equals(pd.DataFrame(alone.curves))
-    assert forked.notes == alone.notes
+    forked = analyse(data, rounds=50, workers=2)
+    alone = analyse(data, rounds=50, workers=1)
+    assert forked.thresholds and forked.curves and forked.delta_rows and forked.closed_intervals
+    for table in ("intervals", "paired", "thresholds", "curves", "delta_rows", "closed_intervals", "closed_paired"):
+        assert pd.DataFrame(getattr(forked, table)).equals(pd.DataFrame(getattr(alone, table))), table
+    assert forked.notes == alone.notes and forked.delays == alone.delays
     assert [r["detector"] for r in forked.thresholds] == sorted(
         (r["detector"] for r in forked.thresholds), key=list(data.detectors).index)
+    assert [r["detector"] for r in forked.delta_rows] == [d for d in data.detectors for _ in DELTAS]
+    assert set(forked.seconds) == {"bootstrap", "thresholds", "delta", "closed", "total"}
