@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scenarios.suites import load_suite  # noqa: E402
 from sim.config.spec import DetectorSpec  # noqa: E402
 from sim.execute.tasks import run_open  # noqa: E402
-from sim.execute.runner import build_scenarios, generate_episodes, metric_rows  # noqa: E402
+from sim.execute.rows import metric_rows  # noqa: E402
+from sim.execute.runner import build_scenarios, generate_episodes  # noqa: E402
 from sim.scoring.outcomes import DELTA, load_profiles  # noqa: E402
 from sim.tuning.params import ParamGrid  # noqa: E402
 from sim.tuning.sweep import run_sweep  # noqa: E402

@@ -173,7 +173,7 @@ def tune_cmd(detector, budget, suite, families, episodes, seed, heldout_seed, to
 
     from scenarios.files import atomic_write
     from sim.config.spec import DetectorSpec
-    from sim.execute.runner import metric_rows
+    from sim.execute.rows import metric_rows
     from sim.scoring.outcomes import DELTA, load_profiles, scoring_units
     from sim.tuning.evaluate import call_scores, run_specs, verdict_outcomes
     from sim.tuning.params import TuningError

@@ -10,7 +10,8 @@ from sim.files import write_csv, write_json, write_lines
 from sim.config.manifest import build_manifest
 from sim.config.runfolder import clear_results, file_digests, new_run_id
 from sim.config.spec import DetectorSpec
-from sim.execute.runner import CALL_COLUMNS, EPISODE_COLUMNS, METRIC_COLUMNS, TIMING_COLUMNS, evaluate_open
+from sim.execute.rows import CALL_COLUMNS, EPISODE_COLUMNS, METRIC_COLUMNS, TIMING_COLUMNS
+from sim.execute.runner import evaluate_open
 from sim.scoring.outcomes import DELTA, load_profiles
 from scenarios.trace import ReadResult, read_trace
 from scenarios.tree import Episode

@@ -37,8 +37,8 @@ from scenarios.suites import Suite
 from scenarios.trace import dumps_events, episode_events
 from sim.config.manifest import build_manifest
 from sim.config.spec import DetectorSpec
-from sim.execute.runner import (EPISODE_COLUMNS, METRIC_COLUMNS, TIMING_COLUMNS, build_scenarios, evaluate_open,
-                                generate_episodes)
+from sim.execute.rows import EPISODE_COLUMNS, METRIC_COLUMNS, TIMING_COLUMNS
+from sim.execute.runner import build_scenarios, evaluate_open, generate_episodes
 from sim.files import csv_text, write_csv, write_json
 from sim.scoring.outcomes import DELTA, load_profiles
 from sim.scoring.uncertainty import percentile_interval, unit_weights, weighted_rounds

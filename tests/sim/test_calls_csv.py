@@ -1,4 +1,4 @@
-"""``calls.csv`` is put together from ready-made CSV pieces (``sim.execute.runner.open_rows``):
+"""``calls.csv`` is put together from ready-made CSV pieces (``sim.execute.rows.open_rows``):
 byte for byte what ``csv`` writes cell by cell, whatever the trace's ids and names hold."""
 import csv
 import io
@@ -6,7 +6,8 @@ import io
 from detectors.exact import ExactDetector
 from detectors.protocol import Observation, ToolCall
 from scenarios.tree import Episode, Label, ToolNode
-from sim.execute.runner import CALL_COLUMNS, evaluate_open
+from sim.execute.rows import CALL_COLUMNS
+from sim.execute.runner import evaluate_open
 from sim.files import cells_text, fmt, write_lines
 from sim.scoring.outcomes import VERDICT_TEXT, load_profiles
 
