@@ -5,7 +5,8 @@ config) and one ``<kind>-<label>-<hash>.json`` per finished task (a detector in 
 closed loop), each written atomically as soon as the task ends. ``loopbench run --resume
 --out RUN`` checks that the config hash is the same, loads the finished parts, runs only
 the missing tasks and assembles the same files a clean run writes: the parts hold every
-figure the files are made of, floats as exact JSON round trips. Parts are plain JSON,
+figure the files are made of (a task's rows, as the local pool's workers make them, or its
+raw scores), floats as exact JSON round trips. Parts are plain JSON,
 parsed and never executed; the folder is removed once the run's files are complete.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from detectors.protocol import Verdict
 
 from scenarios.files import atomic_write
 from sim.play.harness import ClosedLoopStats
+from sim.execute.rows import ClosedRows, OpenRows
 from sim.execute.tasks import OpenResult
 from sim.scoring.outcomes import VERDICT_TEXT, CallScore
 
@@ -45,9 +47,19 @@ def part_name(kind: str, label: str) -> str:
 _CLOSED_FIELDS = tuple(f.name for f in fields(ClosedLoopStats) if f.name not in ("check_ns", "interventions"))
 
 
+def _row_pairs(rows: list[dict]) -> list[list]:
+    return [list(r.items()) for r in rows]  # pairs: the parts' keys are sorted, the rows keep their order
+
+
 def encode(kind: str, value: Any) -> dict[str, Any]:
-    """A task's result (as ``sim.execute.pool`` returns it) as JSON-ready data."""
+    """A task's result (as ``sim.execute.pool`` returns it: raw, or as its rows) as JSON-ready data."""
     result, timing = value
+    if isinstance(result, OpenRows):
+        return {"rows": {"metrics": _row_pairs(result.metrics), "outcomes": _row_pairs(result.outcomes),
+                         "calls": result.calls, "errors": result.errors}, "timing": timing}
+    if isinstance(result, ClosedRows):
+        return {"rows": {"metrics": _row_pairs(result.metrics), "episodes": _row_pairs(result.episodes)},
+                "timing": timing}
     if kind == "open":
         verdict = VERDICT_TEXT
         return {
@@ -75,6 +87,14 @@ def dumps(data: dict[str, Any]) -> bytes:
 
 def decode(kind: str, label: str, data: dict[str, Any]) -> Any:
     """The inverse of :func:`encode`."""
+    if "rows" in data:
+        got = data["rows"]
+        if kind == "open":
+            rows: Any = OpenRows([dict(r) for r in got["metrics"]], [dict(r) for r in got["outcomes"]], str(got["calls"]),
+                                 int(got["errors"]))
+        else:
+            rows = ClosedRows([dict(r) for r in got["metrics"]], [dict(r) for r in got["episodes"]])
+        return rows, data["timing"]
     if kind == "open":
         scores = {ep: [CallScore(n, i, d, float(sc), Verdict(v), int(ns)) for n, i, d, sc, v, ns in calls]
                   for ep, calls in data["scores"].items()}

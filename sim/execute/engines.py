@@ -66,19 +66,22 @@ class Engine:
             progress: bool = False, check_timeout: float | None = None,
             on_result: Callable[[tuple[str, str], Any], None] | None = None,
             tapes: Mapping[str, Any] | None = None,
-            log: Callable[[str], None] = lambda s: None) -> dict[tuple[str, str], Any]:
+            log: Callable[[str], None] = lambda s: None,
+            rows: Callable[[tuple[str, str], Any], Any] | None = None) -> dict[tuple[str, str], Any]:
         """Run every (kind, DetectorSpec) task; ``on_result`` sees each finished task at once.
 
         ``tapes`` (``sim.play.harness.Tape`` per scenario id) shorten the closed-loop tasks on
         the local pool, whose forked workers inherit them; Ray tasks simulate in full, since
         shipping the tapes would cost more than they save. The results are the same either way.
         ``log`` hears of work lost on the way that changes no result (on the local pool, an
-        encoding shard that failed: its texts are then encoded by the tasks that need them)."""
+        encoding shard that failed: its texts are then encoded by the tasks that need them).
+        ``rows`` (a ``sim.execute.rows.RowMaker``): the local pool's workers turn each result
+        into its rows before sending it; other results come back raw, for the caller to."""
         if self.name == "local":
             from sim.execute.pool import run_tasks
 
             return run_tasks(tasks, episodes, scenarios, workers=self.workers, progress=progress,
-                             check_timeout=check_timeout, on_result=on_result, tapes=tapes, log=log)
+                             check_timeout=check_timeout, on_result=on_result, tapes=tapes, log=log, rows=rows)
         return run_tasks_ray(tasks, episodes, scenarios, address=self.address, progress=progress,
                              shard_episodes=self.shard_episodes, check_timeout=check_timeout, on_result=on_result)
 

@@ -45,11 +45,13 @@ from sim.play.watchdog import Watchdog, hard_limit
 _EPISODES: Sequence[Episode] = ()
 _SCENARIOS: Sequence[Scenario] = ()
 _TAPES: Mapping[str, Tape] | None = None
+_ROWS: Callable[[tuple[str, str], Any], Any] | None = None  # what workers turn results into before sending them
 
 
-def _init(episodes: Sequence[Episode], scenarios: Sequence[Scenario], tapes: Mapping[str, Tape] | None) -> None:
-    global _EPISODES, _SCENARIOS, _TAPES
-    _EPISODES, _SCENARIOS, _TAPES = episodes, scenarios, tapes
+def _init(episodes: Sequence[Episode], scenarios: Sequence[Scenario], tapes: Mapping[str, Tape] | None,
+          rows: Callable[[tuple[str, str], Any], Any] | None = None) -> None:
+    global _EPISODES, _SCENARIOS, _TAPES, _ROWS
+    _EPISODES, _SCENARIOS, _TAPES, _ROWS = episodes, scenarios, tapes, rows
 
 
 @dataclass
@@ -229,7 +231,18 @@ def _worker(conn: Any, cell: Any, limit: float | None, parent: int) -> None:
         task = conn.recv()
         if task is None:
             return
-        conn.send(_run_guarded(task, Watchdog(limit, cell)))
+        conn.send(_as_rows(_run_guarded(task, Watchdog(limit, cell))))
+
+
+def _as_rows(results: list[tuple[tuple[str, str], Any]]) -> list[tuple[tuple[str, str], Any]]:
+    """A task's results as their rows (``_ROWS``), made in the worker while the others work;
+    as they came if that fails, so the parent makes them and reports the error itself."""
+    if _ROWS is None:
+        return results
+    try:
+        return [(key, _ROWS(key, value) if key[0] in ("open", "closed") else value) for key, value in results]
+    except Exception:  # noqa: BLE001 — not the detector's failure: the parent's rows say what it is
+        return results
 
 
 class _Worker:
@@ -276,10 +289,12 @@ def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], sce
               workers: int = 0, progress: bool = False, check_timeout: float | None = None,
               on_result: Callable[[tuple[str, str], Any], None] | None = None,
               tapes: Mapping[str, Tape] | None = None,
-              log: Callable[[str], None] = lambda s: None) -> dict[tuple[str, str], Any]:
+              log: Callable[[str], None] = lambda s: None,
+              rows: Callable[[tuple[str, str], Any], Any] | None = None) -> dict[tuple[str, str], Any]:
     """Run every (kind, DetectorSpec) task; ``workers`` 0 means one per core, 1 in this process.
     Forked workers inherit ``tapes`` (see ``sim.play.harness.Tape``) with the suite. ``log``
-    hears of work lost on the way that changes no result (a failed encoding shard)."""
+    hears of work lost on the way that changes no result (a failed encoding shard). Forked
+    workers send each task's results as ``rows(key, result)`` makes them, when it is given."""
     n = workers or default_workers()
     bar = None
     if progress and tasks:
@@ -295,7 +310,7 @@ def run_tasks(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode], sce
         if bar:
             bar.update()
 
-    _init(episodes, scenarios, tapes)
+    _init(episodes, scenarios, tapes, rows)
     units = pair_modes(tasks) if tapes else list(tasks)
     try:
         if n <= 1 or len(units) <= 1:

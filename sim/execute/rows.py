@@ -4,7 +4,7 @@ closed loop, and the files' columns."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Mapping, Sequence
 
 from scenarios.base import Scenario
@@ -137,3 +137,53 @@ def open_rows(label: str, res: OpenResult, episodes: Sequence[Episode], delta: i
                 score = score_text[s.score] = csv_field(fmt(s.score))
             lines.append(f"{name},{head},{s.call_index},{s.depth},{tool},{score},{verdict[s.verdict]},{labels}\n")
     return metrics, outcomes, "".join(lines)
+
+
+@dataclass
+class OpenRows:
+    """A detector's open-loop task as the rows it adds to the result files."""
+
+    metrics: list[dict]
+    outcomes: list[dict]
+    calls: str  # its calls.csv lines
+    errors: int  # episodes it failed on
+
+
+@dataclass
+class ClosedRows:
+    """A detector's closed-loop task as the rows it adds to the result files."""
+
+    metrics: list[dict]
+    episodes: list[dict]
+
+
+class RowMaker:
+    """A finished task's ``(result, timing)`` -> ``(rows, timing)``: :class:`OpenRows` or
+    :class:`ClosedRows` in place of the raw result (rows come back as they are).
+
+    The local pool's workers call it as each task ends, so the parent receives rows and one
+    text per detector instead of unpickling every call's score and building the rows after
+    the last task (on the default suite, 810k scores: 2.1-2.6 s to unpickle and 2.7-4.5 s to
+    build, serially, in the parent). The per-call cells and scoring units it needs are made
+    on first use, once per process.
+    """
+
+    def __init__(self, episodes: Sequence[Episode], scenarios: Sequence[Scenario], delta: int,
+                 profiles: dict[str, dict[str, float]]) -> None:
+        self.episodes, self.scenarios, self.delta, self.profiles = episodes, scenarios, delta, profiles
+        self._cells: dict | None = None
+        self._units: dict[str, ScoringUnits] | None = None
+
+    def __call__(self, key: tuple[str, str], value: tuple) -> tuple:
+        kind, label = key
+        result, timing = value
+        if isinstance(result, (OpenRows, ClosedRows)):
+            return value
+        if kind == "closed":
+            return ClosedRows(*closed_rows(label, self.scenarios, result)), timing
+        if self._cells is None:
+            self._cells = call_cells(self.episodes)
+            self._units = {ep.id: scoring_units(ep) for ep in self.episodes}
+        metrics, outcomes, calls = open_rows(label, result, self.episodes, self.delta, self.profiles, self._cells,
+                                             self._units)
+        return OpenRows(metrics, outcomes, calls, len(result.errors)), timing

@@ -22,7 +22,7 @@ from sim.config.spec import RunConfig
 from sim.execute.checkpoint import PARTS, Checkpoints, ResumeError
 from sim.execute.engines import Engine
 from sim.execute.rows import (CALL_COLUMNS, CLOSED_COLUMNS, CLOSED_METRIC_COLUMNS, EPISODE_COLUMNS, METRIC_COLUMNS,
-                               TIMING_COLUMNS, call_cells, closed_rows, open_rows)
+                               TIMING_COLUMNS, RowMaker, call_cells, open_rows)
 from sim.execute.tasks import run_open, timing_row
 from sim.files import write_csv, write_json, write_lines
 from sim.heap import frozen, no_full_collections
@@ -136,30 +136,28 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     results = parts.load(tasks, log) if config.resume else {}
     if config.resume:
         log(f"resuming: {len(results)} of {len(tasks)} detector tasks already done")
+    # The local pool's workers make each task's rows as it ends; other results are made here.
+    rows = RowMaker(episodes, scenarios, config.delta, profiles)
     results.update(engine.run([t for t in tasks if (t[0], t[1].label) not in results], episodes, scenarios,
                                      progress=config.progress, check_timeout=config.check_timeout,
-                                     on_result=parts.save, tapes=tapes, log=log))
+                                     on_result=parts.save, tapes=tapes, log=log, rows=rows))
     phases["detectors"] = time.perf_counter() - t_start - phases["generate"]
     log(f"ran {len(tasks)} detector tasks on the {engine.name} engine ({phases['detectors']:.1f} s)")
     metrics, outcomes, calls, timings, errors = [], [], [], [], {}
     closed_m, closed_e = [], []
-    cells = call_cells(episodes)
-    units = {ep.id: scoring_units(ep) for ep in episodes}
     for d in config.detectors:
         if "open" in kinds:
-            res, timing = results[("open", d.label)]
-            m, o, c = open_rows(d.label, res, episodes, config.delta, profiles, cells, units)
-            metrics += m
-            outcomes += o
-            calls.append(c)
-            errors[d.label] = len(res.errors)
+            got, timing = rows(("open", d.label), results[("open", d.label)])
+            metrics += got.metrics
+            outcomes += got.outcomes
+            calls.append(got.calls)
+            errors[d.label] = got.errors
             timings.append(timing)
     for d in config.detectors:
         if "closed" in kinds:
-            stats, timing = results[("closed", d.label)]
-            m, e = closed_rows(d.label, scenarios, stats)
-            closed_m += m
-            closed_e += e
+            got, timing = rows(("closed", d.label), results[("closed", d.label)])
+            closed_m += got.metrics
+            closed_e += got.episodes
             timings.append(timing)
     wall = time.perf_counter() - t_start
     phases["assemble"] = wall - phases["generate"] - phases["detectors"]

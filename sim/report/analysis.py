@@ -169,7 +169,7 @@ def analyse(data: RunData, *, rounds: int = 1000, seed: int = 0, deltas: Sequenc
     The parts are independent: the intervals and paired differences, each detector's
     threshold sweep and its Δ view, the closed-loop intervals. They run as one list of jobs
     over forked processes (``workers``: 0 = one per core, 1 = in this process), the
-    longest first, so no core waits while another works through a serial part.
+    intervals (the longest) first, so no core waits while another works through a serial part.
     """
 
     version, profiles = load_profiles()
