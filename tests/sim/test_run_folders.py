@@ -229,3 +229,12 @@ def test_replay_of_a_generated_trace_lists_only_loop_families_as_loop_families(c
     assert loops == "| detector | stale |" and healthy == "| detector | healthy |"
     line = one_error_line(invoke("replay", clean / "trace.jsonl", "--detectors", "exact", "--out", tmp_path / "rp"))
     assert "is not empty" in line
+
+
+def test_the_scoreboards_family_tables_show_each_detectors_first_row_and_a_dash_where_it_has_none():
+    import pandas as pd
+
+    m = pd.DataFrame([{"detector": "a", "family": "f1", "miss_rate": 0.5}, {"detector": "b", "family": "f2", "miss_rate": 0.25},
+                      {"detector": "a", "family": "f2", "miss_rate": 0.1}, {"detector": "a", "family": "f1", "miss_rate": 0.9}])
+    text = scoreboard._family_table(m, ["a", "b"], ["f1", "f2"], lambda r: f"{r['miss_rate']:.2f}")
+    assert text.splitlines()[2:] == ["| `a` | 0.50 | 0.10 |", "| `b` | – | 0.25 |"]
