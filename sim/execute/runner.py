@@ -31,7 +31,6 @@ from sim.play.watchdog import Watchdog
 from sim.scoring.outcomes import load_profiles, scoring_units
 
 
-
 def _bar(total: int, desc: str, enabled: bool):
     if not enabled:
         return None
