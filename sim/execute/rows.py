@@ -30,7 +30,6 @@ CLOSED_METRIC_COLUMNS = ["detector", "family", "episodes", "success_rate", "wast
                          "errors", "ended"]
 
 
-
 def metric_rows(label: str, episodes: Sequence[Episode], res: OpenResult, delta: int,
                 profiles: dict[str, dict[str, float]],
                 units: Mapping[str, ScoringUnits] | None = None) -> tuple[list[dict], list[dict]]:
@@ -163,7 +162,7 @@ class RowMaker:
 
     The local pool's workers call it as each task ends, so the parent receives rows and one
     text per detector instead of unpickling every call's score and building the rows after
-    the last task (on the default suite, 810k scores: 2.1-2.6 s to unpickle and 2.7-4.5 s to
+    the last task (on the default suite, 810k scores: 2.1-2.6 s to unpickle and 2.6-4.5 s to
     build, serially, in the parent). The per-call cells and scoring units it needs are made
     on first use, once per process.
     """

@@ -22,13 +22,13 @@ from sim.config.spec import RunConfig
 from sim.execute.checkpoint import PARTS, Checkpoints, ResumeError
 from sim.execute.engines import Engine
 from sim.execute.rows import (CALL_COLUMNS, CLOSED_COLUMNS, CLOSED_METRIC_COLUMNS, EPISODE_COLUMNS, METRIC_COLUMNS,
-                               TIMING_COLUMNS, RowMaker, call_cells, open_rows)
+                               TIMING_COLUMNS, RowMaker)
 from sim.execute.tasks import run_open, timing_row
 from sim.files import write_csv, write_json, write_lines
 from sim.heap import frozen, no_full_collections
 from sim.play.harness import Tape, generate
 from sim.play.watchdog import Watchdog
-from sim.scoring.outcomes import load_profiles, scoring_units
+from sim.scoring.outcomes import load_profiles
 
 
 def _bar(total: int, desc: str, enabled: bool):
@@ -72,20 +72,19 @@ def evaluate_open(built: Sequence[tuple[str, Detector]], episodes: Sequence[Epis
     ``calls`` as one text of ``calls.csv`` lines per detector."""
     metrics, outcomes, calls, timings = [], [], [], []
     errors: dict[str, int] = {}
-    cells = call_cells(episodes)
-    units = {ep.id: scoring_units(ep) for ep in episodes}
+    rows = RowMaker(episodes, (), delta, profiles)
     bar = _bar(len(episodes) * len(built), "open loop", progress)
     with frozen():  # the detectors' full collections skip the suite (``sim.heap``)
         for label, det in built:
             with Watchdog(check_timeout) as watch:
                 res = run_open(label, det, episodes, bar, watch)
-            m, o, c = open_rows(label, res, episodes, delta, profiles, cells, units)
-            metrics += m
-            outcomes += o
-            calls.append(c)
-            errors[label] = len(res.errors)
             ns = [x.ns for sc in res.scores.values() for x in sc]
-            timings.append(timing_row(label, "open", ns, res.seconds, cost_counters(det)))
+            got, timing = rows(("open", label), (res, timing_row(label, "open", ns, res.seconds, cost_counters(det))))
+            metrics += got.metrics
+            outcomes += got.outcomes
+            calls.append(got.calls)
+            errors[label] = got.errors
+            timings.append(timing)
     if bar:
         bar.close()
     return metrics, outcomes, calls, timings, errors
