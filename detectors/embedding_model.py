@@ -373,7 +373,7 @@ class Embedder:
         text = clip(text)
         if self._lowercases is None:
             self._lowercases = self._encode is None and tokenizer_lowercases(self.model_path)
-        if self._lowercases and _PLAIN_TEXT.fullmatch(text):
+        if self._lowercases and PLAIN_TEXT.fullmatch(text):
             return " ".join(text.lower().split())
         return text
 
@@ -488,7 +488,7 @@ def clip(text: str) -> str:
 # normaliser (lower-case; whitespace to spaces; other control characters, such as \x0b or
 # \x1f, dropped) and pre-tokeniser (split on whitespace and punctuation) give the same tokens
 # as on the text lower-cased with its whitespace runs collapsed by ``str.split``.
-_PLAIN_TEXT = re.compile(r"[\x20-\x7e\t\n\r]*")
+PLAIN_TEXT = re.compile(r"[\x20-\x7e\t\n\r]*")
 
 
 def tokenizer_lowercases(model_path: Path) -> bool:

@@ -5,7 +5,7 @@ embedding table, less that table's mean row, the way static embeddings distilled
 model (model2vec) work, at no distillation cost: the table is read from the installed
 model's ``model.safetensors`` (0.2 s, no torch) and the text split by its ``tokenizer.json``.
 Encoding a text costs microseconds instead of the model's milliseconds, and its vector is a
-pure function of the text (no batch, thread or CPU changes a bit of it).
+pure function of the text (the batch it is encoded in changes no bit of it).
 
 It is a cruder similarity than the model's: good enough for ``progress_guard``'s semantic
 layer, which compares a free-text request only with earlier requests of the same tool and
@@ -24,12 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .embedding_model import PLAIN_TEXT, Embedder, bundled_model_path, tokenizer_lowercases
+
 _TABLE_KEY = "embeddings.word_embeddings.weight"
-# Printable ASCII (tab and line breaks too), on which a BERT tokenizer that lower-cases
-# (normaliser: lower-case, whitespace to spaces; pre-tokeniser: split on whitespace and make
-# each ASCII punctuation character a word) sees exactly these words of the lower-cased text.
-# A word's pieces do not depend on its neighbours, so they are looked up per word.
-_PLAIN = re.compile(r"[\x20-\x7e\t\n\r]*")
+# On ``PLAIN_TEXT`` a BERT tokenizer that lower-cases (normaliser: lower-case, whitespace to
+# spaces; pre-tokeniser: split on whitespace and make each ASCII punctuation character a
+# word) sees exactly these words of the lower-cased text. A word's pieces do not depend on
+# its neighbours, so they are looked up per word.
 _WORD = re.compile(r"[a-z0-9]+|[^\sa-z0-9]")
 _WORD_MEMO_ENTRIES = 65_536
 _LOCK = threading.Lock()
@@ -76,8 +77,6 @@ class StaticEncoder:
     @property
     def model_path(self) -> Path:
         if self._model_path is None:
-            from .embedding_model import bundled_model_path
-
             self._model_path = bundled_model_path()
         return self._model_path
 
@@ -91,10 +90,8 @@ class StaticEncoder:
         """Each text's word-piece ids, without the special tokens."""
         tokenizer = self.load()[1]
         if self._by_words is None:
-            from .embedding_model import tokenizer_lowercases
-
             self._by_words = tokenizer_lowercases(self.model_path)
-        out: list[list[int] | None] = [self._ids_by_words(t) if self._by_words and _PLAIN.fullmatch(t) else None
+        out: list[list[int] | None] = [self._ids_by_words(t) if self._by_words and PLAIN_TEXT.fullmatch(t) else None
                                        for t in texts]
         rest = [i for i, ids in enumerate(out) if ids is None]
         if rest:
@@ -131,17 +128,15 @@ class StaticEncoder:
         return out
 
 
-_SHARED: dict[str, object] = {}
+_SHARED: Embedder | None = None
 
 
-def static_embedder():
+def static_embedder() -> Embedder:
     """The process-wide :class:`~detectors.embedding_model.Embedder` over :class:`StaticEncoder`
-    (a memory cache: encoding again costs less than a disk lookup)."""
-    from .embedding_model import Embedder
-
-    emb = _SHARED.get("bundled")
-    if emb is None:
+    for the bundled model (its cache in memory only), with the table already read."""
+    global _SHARED
+    if _SHARED is None:
         encoder = StaticEncoder()
         encoder.load()
-        emb = _SHARED["bundled"] = Embedder(encode=encoder, model_name="static word pieces of all-MiniLM-L6-v2")
-    return emb
+        _SHARED = Embedder(encode=encoder, model_name="static word pieces of all-MiniLM-L6-v2")
+    return _SHARED
