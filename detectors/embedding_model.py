@@ -8,11 +8,12 @@ cache directory is given or ``LOOPBENCH_EMBED_CACHE=DIR`` is set, so repeated ru
 nothing. ``prefetch`` encodes the distinct uncached texts of a whole suite in one batched
 pass. Vectors are L2-normalised float32 rows, so cosine similarity is a dot product.
 
-The model runs on one of ``BACKENDS`` (``$LOOPBENCH_EMBED_BACKEND``): by default in
-sentence-transformers on torch; ``onnx`` runs the same graph, exported once, on
-onnxruntime, which needs neither torch nor sentence-transformers after the export. The
-backend's libraries are imported only when a text actually has to be encoded: a run
-whose texts are all in the disk cache never imports them.
+The model runs on one of ``BACKENDS`` (``$LOOPBENCH_EMBED_BACKEND``): by default
+``onnx``, the graph exported once from the installed weights and run on onnxruntime (the
+same vectors as sentence-transformers on torch to ~1e-6, in a third to a half of its CPU
+time, and no torch import after the export); ``torch`` when onnxruntime is not installed
+or when asked for. The backend's libraries are imported only when a text actually has to
+be encoded: a run whose texts are all in the disk cache never imports them.
 """
 from __future__ import annotations
 
@@ -38,16 +39,17 @@ THREADS_ENV = "LOOPBENCH_TORCH_THREADS"
 BACKEND_ENV = "LOOPBENCH_EMBED_BACKEND"
 #: Environment variable naming the directory of exported ONNX files (default ~/.cache/loopbench/onnx).
 ONNX_DIR_ENV = "LOOPBENCH_ONNX_DIR"
-#: ``torch``: sentence-transformers on PyTorch (the reference, and the default); ``torch-bf16``:
+#: ``torch``: sentence-transformers on PyTorch (the reference); ``torch-bf16``:
 #: the same under CPU autocast to bfloat16 (about twice as fast where the CPU computes in
-#: bfloat16, AVX512-BF16 or AMX; similarities move by up to ~0.004, see docs/performance.md); ``onnx``: the
-#: same graph on onnxruntime (same vectors to ~1e-6, less CPU, no torch import once
-#: exported; a forked pool worker keeps the session it inherited rather than destroying it,
-#: see ``OnnxEncoder.session``); ``onnx-int8``: its weights
+#: bfloat16, AVX512-BF16 or AMX; similarities move by up to ~0.004, see docs/performance.md); ``onnx``
+#: (the default): the same graph on onnxruntime (same vectors to ~1e-6, less CPU, no torch
+#: import once exported; a forked pool worker keeps the session it inherited rather than
+#: destroying it, see ``OnnxEncoder.session``); ``onnx-int8``: its weights
 #: quantised to int8 (faster still, but it moves similarities by up to ~0.15). See
 #: ``detectors/onnx_encoder.py`` and ``bench/bench_cold_start.py``.
 BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
-DEFAULT_BACKEND = "torch"
+#: Used unless ``$LOOPBENCH_EMBED_BACKEND`` names another; ``torch`` when onnxruntime or onnx is missing.
+DEFAULT_BACKEND = "onnx"
 #: all-MiniLM-L6-v2 reads at most 256 word pieces; longer texts are cut well past that
 #: so a megabyte argument never becomes a megabyte cache key.
 MAX_TEXT_CHARS = 4000
@@ -120,9 +122,12 @@ def torch_threads() -> int:
 
 
 def resolve_backend(name: str | None = None) -> str:
-    """``name``, else ``$LOOPBENCH_EMBED_BACKEND``, else the default; an ONNX backend without
-    onnxruntime (or onnx, which exports the model) falls back to torch with a warning."""
-    backend = (name or os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND).strip().lower()
+    """``name``, else ``$LOOPBENCH_EMBED_BACKEND``, else ``DEFAULT_BACKEND``. An ONNX backend
+    without onnxruntime (or onnx, which exports the model) falls back to torch: silently
+    for the default (an install with sentence-transformers alone), with a warning when it
+    was asked for."""
+    asked = name or os.environ.get(BACKEND_ENV)
+    backend = (asked or DEFAULT_BACKEND).strip().lower()
     if backend not in BACKENDS:
         raise ValueError(f"{BACKEND_ENV}: unknown embedding backend {backend!r} (one of {', '.join(BACKENDS)})")
     if backend.startswith("onnx"):
@@ -130,10 +135,11 @@ def resolve_backend(name: str | None = None) -> str:
 
         missing = [m for m in ("onnxruntime", "onnx") if importlib.util.find_spec(m) is None]
         if missing:
-            import warnings
+            if asked:
+                import warnings
 
-            warnings.warn(f"embedding backend {backend!r} needs {' and '.join(missing)} "
-                          "(pip install 'loopbench[embedding]'); using torch", stacklevel=2)
+                warnings.warn(f"embedding backend {backend!r} needs {' and '.join(missing)} "
+                              "(pip install 'loopbench[embedding]'); using torch", stacklevel=2)
             backend = "torch"
     return backend
 
@@ -290,7 +296,8 @@ class Embedder:
         Texts per forward pass when encoding a batch.
     backend:
         How the model runs (``BACKENDS``); ``None`` reads ``$LOOPBENCH_EMBED_BACKEND``.
-        The cache is keyed by backend too: torch and ONNX vectors differ in the 4th decimal.
+        The cache is keyed by backend too: torch's and ONNX's vectors differ by up to
+        ~1e-6, bfloat16's in the third decimal.
 
     Counters (cumulative over the Embedder's life):
 

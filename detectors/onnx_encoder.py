@@ -9,14 +9,16 @@ onnxruntime and the fast tokenizer: no torch import, no transformers import.
 
 ``int8`` is the same graph with its weights quantised (onnxruntime's dynamic
 quantisation), made from the fp32 file. Both are made offline from the installed
-package's files; a file is written under a temporary name and renamed into place, so two
-processes exporting at once each leave a complete file and a reader never sees half of one.
+package's files. A file is written under a temporary name and renamed into place, so a
+reader never sees half of one, and a lock file beside it makes the processes that need it
+at once (a cold run's pool workers) wait for one export instead of each making its own.
 
 The texts of one call are tokenised once, sorted by length and cut into batches, so a
 batch pads to the length of its own longest text, not of the whole request.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -115,12 +117,30 @@ def onnx_file(model_dir: Path, model_key: str, int8: bool, onnx_dir: Path | None
     wanted = folder / "model-int8.onnx" if int8 else fp32
     if wanted.is_file():
         return wanted
-    with _EXPORT_LOCK:
+    with _EXPORT_LOCK, _file_lock(folder / ".export.lock"):
         if not fp32.is_file():
             export_onnx(model_dir, fp32)
         if int8 and not wanted.is_file():
             quantize_int8(fp32, wanted)
     return wanted
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path):
+    """An exclusive lock on ``path`` between processes: the pool's workers of a cold run all
+    need the file, and one export (a torch import and a trace, ~10 s) serves them all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: each process may export; the rename keeps files whole
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class OnnxEncoder:

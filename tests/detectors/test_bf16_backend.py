@@ -31,7 +31,7 @@ def test_bf16_vectors_are_the_model_in_bfloat16():
 
 @pytest.mark.parametrize("env, detectors, recorded", [
     (None, ["exact"], None),  # no model-backed detector: nothing to record
-    (None, ["exact", "progress_guard"], "torch"),
+    (None, ["exact", "progress_guard"], embedding_model.resolve_backend(embedding_model.DEFAULT_BACKEND)),
     ("torch-bf16", ["embedding"], "torch-bf16"),
 ])
 def test_the_manifest_records_the_backend_of_model_backed_runs(monkeypatch, env, detectors, recorded):

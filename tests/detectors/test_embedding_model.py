@@ -91,7 +91,7 @@ def test_model_id_changes_with_the_model_files(tmp_path):
 
 @pytest.mark.model
 def test_bundled_model_loads_offline_once_and_encodes():
-    emb = Embedder()  # the bundled all-MiniLM-L6-v2, by directory
+    emb = Embedder(backend="torch")  # the bundled all-MiniLM-L6-v2, by directory, in sentence-transformers
     vecs = emb.embed(["q3 revenue", "revenue for Q3", "weather in Paris"])
     assert vecs.shape == (3, 384)
     assert vecs[0] @ vecs[1] > 0.9 > vecs[0] @ vecs[2]
