@@ -1,11 +1,11 @@
 """The bundled sentence model on ONNX Runtime: the same weights as the torch backend, no torch at run time.
 
 sentence-transformers' own ONNX backend goes through ``optimum-onnx``, which pins
-``transformers<4.58`` (this project runs 5.x), so the export is done here instead: the
-installed model's weights are traced once with ``torch.onnx.export`` — mean pooling and
-L2 normalisation included, so the graph returns the sentence vector the torch backend
-returns — and the file is kept on disk (``onnx_dir``). Later processes load only
-onnxruntime and the fast tokenizer: no torch import, no transformers import.
+``transformers<4.58`` (this project runs 5.x), so the graph is made here instead, once,
+mean pooling and L2 normalisation included, so that it returns the sentence vector the
+torch backend returns, and kept on disk (``onnx_dir``). The bundled model's graph is
+written from its weights (``onnx_graph``: under a second, no torch); another model is
+traced with ``torch.onnx.export``. Processes load only onnxruntime and the fast tokenizer.
 
 ``int8`` is the same graph with its weights quantised (onnxruntime's dynamic
 quantisation), made from the fp32 file. Both are made offline from the installed
@@ -110,16 +110,36 @@ def quantize_int8(source: Path, target: Path) -> Path:
     return target
 
 
+def write_graph(model_dir: Path, target: Path) -> Path:
+    """The graph of the model at ``model_dir`` written from its weights (``onnx_graph``) into ``target``."""
+    import onnx
+
+    from .onnx_graph import build
+
+    tmp = _atomic_target(target)
+    try:
+        onnx.save(build(model_dir), str(tmp))
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
 def onnx_file(model_dir: Path, model_key: str, int8: bool, onnx_dir: Path | None = None) -> Path:
-    """The ONNX file of the model (``model_key`` names its version), exported or quantised on first use."""
+    """The ONNX file of the model (``model_key`` names its version), made or quantised on first use:
+    written from the weights when ``onnx_graph`` knows the model (``graph.onnx``), else traced with
+    torch (``model.onnx``)."""
+    from .onnx_graph import supports
+
     folder = Path(onnx_dir or DEFAULT_ONNX_DIR) / model_key
-    fp32 = folder / "model.onnx"
-    wanted = folder / "model-int8.onnx" if int8 else fp32
+    written = supports(model_dir)
+    fp32 = folder / ("graph.onnx" if written else "model.onnx")
+    wanted = fp32.with_name(f"{fp32.stem}-int8.onnx") if int8 else fp32
     if wanted.is_file():
         return wanted
     with _EXPORT_LOCK, _file_lock(folder / ".export.lock"):
         if not fp32.is_file():
-            export_onnx(model_dir, fp32)
+            (write_graph if written else export_onnx)(model_dir, fp32)
         if int8 and not wanted.is_file():
             quantize_int8(fp32, wanted)
     return wanted
@@ -128,7 +148,7 @@ def onnx_file(model_dir: Path, model_key: str, int8: bool, onnx_dir: Path | None
 @contextlib.contextmanager
 def _file_lock(path: Path):
     """An exclusive lock on ``path`` between processes: the pool's workers of a cold run all
-    need the file, and one export (a torch import and a trace, ~10 s) serves them all."""
+    need the file, and one export serves them all (a trace imports torch: ~10 s)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl

@@ -1,5 +1,6 @@
 """The ONNX backends of the bundled model: chosen by LOOPBENCH_EMBED_BACKEND, cached apart, same vectors as torch."""
 import importlib.util
+import json
 import multiprocessing
 import os
 import time
@@ -80,15 +81,64 @@ def test_each_backend_has_its_own_cache_key(tmp_path):
 
 @pytest.mark.model
 @pytest.mark.skipif(not HAVE_ORT, reason="onnxruntime and onnx are not installed")
-def test_onnx_vectors_equal_torch_vectors(tmp_path, monkeypatch):
+@pytest.mark.parametrize("made, file", [("written", "graph.onnx"), ("traced", "model.onnx")])
+def test_onnx_vectors_equal_torch_vectors(tmp_path, monkeypatch, made, file):
+    from detectors import onnx_graph
+
     monkeypatch.setenv(embedding_model.ONNX_DIR_ENV, str(tmp_path / "onnx"))
     monkeypatch.setattr(embedding_model, "_ENCODERS", {})  # not this process's encoder from another directory
+    if made == "traced":  # a model the graph writer does not know goes through torch
+        monkeypatch.setattr(onnx_graph, "supports", lambda model_dir: False)
     texts = ["q3 revenue europe", "  revenue for Q3  ", "read the file src/core/main.py please",
-             "a much longer text " * 40, "été café naïve — unicode", "x"]
+             "a much longer text " * 40, "été café naïve — unicode", "x", "past the model's 256 pieces " * 60]
     torch_vecs = Embedder(backend="torch").embed(texts)
     onnx_vecs = Embedder(backend="onnx").embed(texts)
     assert onnx_vecs.shape == torch_vecs.shape == (len(texts), 384)
-    np.testing.assert_allclose((onnx_vecs * torch_vecs).sum(1), 1.0, atol=1e-4)
-    # The export was written whole under its final name, nothing half-written left beside it.
+    # The same vectors, padding and truncation included, to float32 rounding.
+    assert np.abs(onnx_vecs - torch_vecs).max() < 1e-5
+    assert np.abs(onnx_vecs @ onnx_vecs.T - torch_vecs @ torch_vecs.T).max() < 1e-5
+    # The file was written whole under its final name, nothing half-written left beside it.
     files = sorted(p.name for p in (tmp_path / "onnx").rglob("*") if p.is_file())
-    assert files == [".export.lock", "model.onnx"]  # and the lock that made other processes wait
+    assert files == [".export.lock", file]  # and the lock that made other processes wait
+
+
+NO_TORCH = """
+import sys
+from detectors.embedding_model import Embedder
+vectors = Embedder(backend="onnx").embed(["q3 revenue", "revenue for q3", "weather in paris"])
+assert vectors[0] @ vectors[1] > 0.9 > vectors[0] @ vectors[2], vectors @ vectors.T
+print(sorted(m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules))
+"""
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not HAVE_ORT, reason="onnxruntime and onnx are not installed")
+def test_the_bundled_model_is_made_and_run_on_onnx_without_torch(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, embedding_model.ONNX_DIR_ENV: str(tmp_path / "onnx")}
+    env.pop(BACKEND_ENV, None)
+    proc = subprocess.run([sys.executable, "-c", NO_TORCH], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
+    assert [p.name for p in (tmp_path / "onnx").rglob("*.onnx")] == ["graph.onnx"]
+
+
+def test_the_graph_writer_takes_only_models_it_reproduces(tmp_path):
+    from detectors import onnx_graph
+
+    assert onnx_graph.supports(embedding_model.bundled_model_path())
+    for config, pooling in [({"model_type": "roberta", "hidden_act": "gelu"}, {"pooling_mode_mean_tokens": True}),
+                            ({"model_type": "bert", "hidden_act": "gelu"}, {"pooling_mode_cls_token": True}),
+                            ({"model_type": "bert", "hidden_act": "gelu_new"}, {"pooling_mode_mean_tokens": True})]:
+        (tmp_path / "1_Pooling").mkdir(exist_ok=True)
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+        (tmp_path / "model.safetensors").write_bytes(b"")
+        (tmp_path / "modules.json").write_text('["sentence_transformers.models.Normalize"]')
+        assert not onnx_graph.supports(tmp_path), config
+    with pytest.raises(ValueError, match="not a BERT sentence model"):
+        onnx_graph.build(tmp_path)
