@@ -9,11 +9,11 @@ nothing. ``prefetch`` encodes the distinct uncached texts of a whole suite in on
 pass. Vectors are L2-normalised float32 rows, so cosine similarity is a dot product.
 
 The model runs on one of ``BACKENDS`` (``$LOOPBENCH_EMBED_BACKEND``): by default
-``onnx``, the graph exported once from the installed weights and run on onnxruntime (the
-same vectors as sentence-transformers on torch to ~1e-6, in a third to a half of its CPU
-time, and no torch import after the export); ``torch`` when onnxruntime is not installed
-or when asked for. The backend's libraries are imported only when a text actually has to
-be encoded: a run whose texts are all in the disk cache never imports them.
+``onnx``, the graph written once from the installed weights (``onnx_graph``) and run on
+onnxruntime: the same vectors as sentence-transformers on torch to ~1e-6, in a third to a
+half of its CPU time, with no torch import; ``torch`` when onnxruntime is not installed or
+when asked for. The backend's libraries are imported only when a text actually has to be
+encoded: a run whose texts are all in the disk cache never imports them.
 """
 from __future__ import annotations
 
@@ -121,19 +121,33 @@ def torch_threads() -> int:
     return max(1, int(os.environ.get(THREADS_ENV) or min(2, os.cpu_count() or 1)))
 
 
+#: The modules (import names) each backend needs to encode.
+_BACKEND_MODULES = {
+    "torch": ("torch", "sentence_transformers"),
+    "torch-bf16": ("torch", "sentence_transformers"),
+    "onnx": ("onnxruntime", "onnx", "tokenizers", "safetensors"),
+    "onnx-int8": ("onnxruntime", "onnx", "tokenizers", "safetensors"),
+}
+
+
+def missing_modules(backend: str) -> list[str]:
+    """The modules ``backend`` needs that are not installed (found, not imported: importing torch takes seconds)."""
+    import importlib.util
+
+    return [m for m in _BACKEND_MODULES[backend] if importlib.util.find_spec(m) is None]
+
+
 def resolve_backend(name: str | None = None) -> str:
     """``name``, else ``$LOOPBENCH_EMBED_BACKEND``, else ``DEFAULT_BACKEND``. An ONNX backend
-    without onnxruntime (or onnx, which exports the model) falls back to torch: silently
-    for the default (an install with sentence-transformers alone), with a warning when it
-    was asked for."""
+    whose modules are missing falls back to torch: silently for the default (an install
+    with sentence-transformers but not the ``embedding`` extra), with a warning when it was
+    asked for."""
     asked = name or os.environ.get(BACKEND_ENV)
     backend = (asked or DEFAULT_BACKEND).strip().lower()
     if backend not in BACKENDS:
         raise ValueError(f"{BACKEND_ENV}: unknown embedding backend {backend!r} (one of {', '.join(BACKENDS)})")
     if backend.startswith("onnx"):
-        import importlib.util
-
-        missing = [m for m in ("onnxruntime", "onnx") if importlib.util.find_spec(m) is None]
+        missing = missing_modules(backend)
         if missing:
             if asked:
                 import warnings

