@@ -170,7 +170,9 @@ class OnnxEncoder:
     like torch's, does not survive ``fork()``.
     """
 
-    def __init__(self, model_dir: Path, model_file: Path, threads: int, batch_size: int = 64):
+    # Small batches are faster here: on one thread, 3,000 of the default suite's texts (length-
+    # sorted) encoded at 392, 381, 357 and 307 texts per CPU second in batches of 8, 16, 32 and 64.
+    def __init__(self, model_dir: Path, model_file: Path, threads: int, batch_size: int = 16):
         self.model_dir = Path(model_dir)
         self.model_file = Path(model_file)
         self.threads = max(1, threads)
