@@ -155,12 +155,12 @@ def _file_lock(path: Path):
     except ImportError:  # pragma: no cover - Windows: each process may export; the rename keeps files whole
         yield
         return
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # an empty file, never written: only locked
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 class OnnxEncoder:
