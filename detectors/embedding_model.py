@@ -42,9 +42,9 @@ ONNX_DIR_ENV = "LOOPBENCH_ONNX_DIR"
 #: ``torch``: sentence-transformers on PyTorch (the reference); ``torch-bf16``:
 #: the same under CPU autocast to bfloat16 (about twice as fast where the CPU computes in
 #: bfloat16, AVX512-BF16 or AMX; similarities move by up to ~0.004, see docs/performance.md); ``onnx``
-#: (the default): the same graph on onnxruntime (same vectors to ~1e-6, less CPU, no torch
-#: import once exported; a forked pool worker keeps the session it inherited rather than
-#: destroying it, see ``OnnxEncoder.session``); ``onnx-int8``: its weights
+#: (the default): the same model as an ONNX graph on onnxruntime (same vectors to ~1e-6,
+#: less CPU, no torch import; a forked pool worker keeps the session it inherited rather
+#: than destroying it, see ``OnnxEncoder.session``); ``onnx-int8``: its weights
 #: quantised to int8 (faster still, but it moves similarities by up to ~0.15). See
 #: ``detectors/onnx_encoder.py`` and ``bench/bench_cold_start.py``.
 BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
