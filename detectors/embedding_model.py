@@ -10,8 +10,8 @@ pass. Vectors are L2-normalised float32 rows, so cosine similarity is a dot prod
 
 The model runs on one of ``BACKENDS`` (``$LOOPBENCH_EMBED_BACKEND``): by default
 ``onnx``, the graph written once from the installed weights (``onnx_graph``) and run on
-onnxruntime: the same vectors as sentence-transformers on torch to ~1e-6, in a third to a
-half of its CPU time, with no torch import; ``torch`` when onnxruntime is not installed or
+onnxruntime: the same vectors as sentence-transformers on torch to ~1e-6, in less than
+half of its CPU time on the machine measured (docs/performance.md), with no torch import; ``torch`` when onnxruntime is not installed or
 when asked for. The backend's libraries are imported only when a text actually has to be
 encoded: a run whose texts are all in the disk cache never imports them.
 """
@@ -121,12 +121,10 @@ def torch_threads() -> int:
     return max(1, int(os.environ.get(THREADS_ENV) or min(2, os.cpu_count() or 1)))
 
 
-#: The modules (import names) each backend needs to encode.
+#: The modules (import names) each family of backends (``torch``, ``onnx``) needs to encode.
 _BACKEND_MODULES = {
     "torch": ("torch", "sentence_transformers"),
-    "torch-bf16": ("torch", "sentence_transformers"),
     "onnx": ("onnxruntime", "onnx", "tokenizers", "safetensors"),
-    "onnx-int8": ("onnxruntime", "onnx", "tokenizers", "safetensors"),
 }
 
 
@@ -134,7 +132,7 @@ def missing_modules(backend: str) -> list[str]:
     """The modules ``backend`` needs that are not installed (found, not imported: importing torch takes seconds)."""
     import importlib.util
 
-    return [m for m in _BACKEND_MODULES[backend] if importlib.util.find_spec(m) is None]
+    return [m for m in _BACKEND_MODULES[backend.split("-")[0]] if importlib.util.find_spec(m) is None]
 
 
 def resolve_backend(name: str | None = None) -> str:

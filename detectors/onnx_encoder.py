@@ -48,12 +48,20 @@ def max_tokens(model_dir: Path) -> int:
     return limit
 
 
-def _atomic_target(target: Path) -> Path:
+@contextlib.contextmanager
+def _written_atomically(target: Path):
+    """A temporary path beside ``target`` for the block to write; renamed onto ``target`` when
+    the block ends without error, removed in any case."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
+    tmp = Path(name)
     os.chmod(tmp, 0o644)  # a cache directory shared by users or restored by CI: readable like any file
-    return Path(tmp)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def export_onnx(model_dir: Path, target: Path) -> Path:
@@ -85,15 +93,10 @@ def export_onnx(model_dir: Path, target: Path) -> Path:
     example = tuple(torch.ones(2, 8, dtype=torch.long) for _ in _INPUTS)
     axes = {name: {0: "batch", 1: "tokens"} for name in _INPUTS}
     axes["embedding"] = {0: "batch"}
-    tmp = _atomic_target(target)
-    try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the tracer's notes on Python control flow it froze
-            torch.onnx.export(SentenceVector(bert), example, str(tmp), input_names=list(_INPUTS),
-                              output_names=["embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with _written_atomically(target) as tmp, torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on Python control flow it froze
+        torch.onnx.export(SentenceVector(bert), example, str(tmp), input_names=list(_INPUTS),
+                          output_names=["embedding"], dynamic_axes=axes, opset_version=17, dynamo=False)
     return target
 
 
@@ -101,12 +104,8 @@ def quantize_int8(source: Path, target: Path) -> Path:
     """``source`` with its weights quantised to int8 (onnxruntime dynamic quantisation), into ``target``."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    tmp = _atomic_target(target)
-    try:
+    with _written_atomically(target) as tmp:
         quantize_dynamic(str(source), str(tmp), weight_type=QuantType.QInt8)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return target
 
 
@@ -116,12 +115,8 @@ def write_graph(model_dir: Path, target: Path) -> Path:
 
     from .onnx_graph import build
 
-    tmp = _atomic_target(target)
-    try:
+    with _written_atomically(target) as tmp:
         onnx.save(build(model_dir), str(tmp))
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return target
 
 
