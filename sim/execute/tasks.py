@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 from detectors.protocol import Detector, prefetches
 from scenarios.base import Scenario
 from scenarios.tree import Episode
-from sim.play.harness import ClosedLoopStats, Tape, simulate
+from sim.play.harness import ClosedLoopStats, Tape, quiet_play, simulate
 from sim.play.openloop import DetectorFailure, Scored, describe, score_episode
 from sim.play.watchdog import CheckTimeout, Watchdog
 from sim.scoring.outcomes import CallScore
@@ -103,6 +103,10 @@ def _open_episode(detector: Detector, ep: Episode, watch: Watchdog | None, score
 
 def _closed_episode(detector: Detector, sc: Scenario, watch: Watchdog | None, tape: Tape | None,
                     seen: Mapping[str, Scored] | None = None) -> ClosedLoopStats:
+    if seen is not None and tape is not None:
+        quiet = quiet_play(sc, tape, seen)
+        if quiet is not None:
+            return quiet
     try:
         return simulate(sc, detector, watch=watch, tape=tape, scored=seen).stats
     except (Exception, CheckTimeout) as exc:  # a detector that raises or overruns fails its episode

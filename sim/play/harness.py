@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from detectors.protocol import Decision, Detector, Message, Observation, ToolCall, Verdict, unrecorded
@@ -60,13 +60,19 @@ class Tape:
     its own detector's first intervention (or where the tape ends). Results are identical
     with and without a tape (tested on every detector without a model, and on a guard that
     answers at random); only the time differs.
+
+    ``complete``: the recorded play ended without an intervention, so the tape holds the
+    whole unguarded play (see :func:`quiet_play`); ``unguarded`` keeps that play's stats
+    once a quiet play has needed them.
     """
 
-    __slots__ = ("steps", "recorded")
+    __slots__ = ("steps", "recorded", "complete", "unguarded")
 
     def __init__(self) -> None:
         self.steps: list[Any] = []
         self.recorded = False
+        self.complete = False
+        self.unguarded: ClosedLoopStats | None = None
 
 
 @dataclass
@@ -290,7 +296,35 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
         stats.success = all(ok for _, ok in leaf_outcomes)
         bad = [o for o, ok in leaf_outcomes if not ok]
         stats.ended = bad[0] if bad else "completed"
+    if tape is not None and not replaying:
+        tape.complete = not spent and halted is None
     return SimResult(ep, stats, mismatches)
+
+
+def quiet_play(scenario: Scenario, tape: Tape, scored: Mapping[str, Scored]) -> ClosedLoopStats | None:
+    """The closed-loop stats of a detector that let every call of the scenario's episode
+    through, without playing the scenario again; ``None`` when that cannot be known here.
+
+    ``scored`` is the open-loop run of the detector on the whole episode (every node). When
+    the tape is ``complete``, that episode is the whole unguarded play, and a closed-loop
+    play that follows it gets the detector's open-loop answers at every node
+    (:func:`simulate` with ``scored=``): all of them ``allow``, so it never leaves the tape
+    and ends as the unguarded play ends, with the open-loop check times. On the default
+    suite more than half of all (detector, episode) pairs are such; their closed loop then
+    costs a lookup instead of a replay.
+    """
+    if not tape.complete:
+        return None
+    check_ns = []
+    for seen in scored.values():
+        decision = seen.decision
+        if decision is not None:  # a tool call (thoughts have no decision)
+            if decision.verdict is not Verdict.ALLOW:
+                return None
+            check_ns.append(seen.check_ns)
+    if tape.unguarded is None:
+        tape.unguarded = simulate(scenario, None, tape=tape).stats
+    return replace(tape.unguarded, interventions=Counter(), check_ns=check_ns)
 
 
 def _branch_state(agent: Agent, state: AgentState, turn: Turn, i: int, obs: Observation) -> AgentState:

@@ -5,7 +5,8 @@ Two layers, because no single one catches every hang:
 1. In the process that runs the detector, a repeating ``SIGALRM`` tick looks at the current
    detector call (``start``, ``check``, ``record`` or ``on_message``) and raises
    :class:`CheckTimeout` into it when it has used more than the limit in CPU time (the
-   thread's ``time.thread_time``), or has been running for :func:`blocked_limit` in wall time
+   thread's ``time.thread_time``, read at the ticks only, so a call is interrupted at most
+   one tick after its limit), or has been running for :func:`blocked_limit` in wall time
    (a call blocked without computing: a sleep, a lock, a C call that lets signals through).
    CPU time, because wall time is not the call's own: beside another run (load ~25 on 2
    cores) a healthy µs check was failed as "took longer than 5 s" — a process waits for a
@@ -82,22 +83,27 @@ class Watchdog:
         self.blocked = blocked_limit(self.limit) if self.limit is not None else None
         self.cell = cell if cell is not None else ctypes.c_double(0.0)
         self._wall, self._cpu = wall, cpu
-        self._cpu_at = 0.0  # the thread's CPU time when the current call began
-        self._next_cpu = self._next_wall = 0.0
+        self._call = 0  # counts begin(): which call a tick is looking at
+        self._seen = 0  # the call the last tick looked at
+        self._used = 0.0  # CPU the current call is known to have used, as of the last tick
+        self._cpu_limit = self._wall_limit = 0.0  # when the current call is interrupted
+        self._clocks = (0.0, 0.0)  # (thread CPU, wall) at the last tick
         self._prev: Any = None
         self._armed = False
         self._paused = 0.0
         self._hooks: tuple[Any, Any] | None = None
+        self._mark_clocks()
+
+    def _mark_clocks(self) -> None:
+        if self.limit is not None:
+            self._clocks = (self._cpu(), self._wall())
 
     def begin(self) -> None:
-        now = self._wall()
-        if self.limit is not None:
-            # Deadlines before the cell: a tick between the two must not pair this call
-            # with the previous call's deadlines.
-            self._cpu_at = self._cpu()
-            self._next_cpu = self._cpu_at + self.limit
-            self._next_wall = now + self.blocked
-        self.cell.value = now
+        # The hot path (once per detector call): no CPU clock is read here, since reading the
+        # thread's CPU time is a system call (0.5 µs, most of a cheap check's overhead); the
+        # ticks read it instead (see ``tick``).
+        self._call += 1
+        self.cell.value = self._wall()
 
     def end(self) -> None:
         self.cell.value = 0.0
@@ -110,10 +116,12 @@ class Watchdog:
 
     def _resume(self) -> None:
         if self._paused:
-            self.begin()  # the call goes on with a fresh limit
+            self.begin()  # the call goes on with a fresh limit,
+            self._mark_clocks()  # counted exactly from here (set-up is rare: the system call is cheap enough)
 
     def __enter__(self) -> "Watchdog":
         self._hooks = watch_setup(self._pause, self._resume)
+        self._mark_clocks()
         if self.limit is not None and threading.current_thread() is threading.main_thread():
             self._prev = signal.signal(signal.SIGALRM, self.on_alarm)
             tick = min(0.25, self.limit / 4)
@@ -136,16 +144,36 @@ class Watchdog:
         self.tick()
 
     def tick(self) -> None:
-        """Raise :class:`CheckTimeout` if the current call is past its CPU limit or the backstop."""
-        if self.limit is None or not self.cell.value:
+        """Raise :class:`CheckTimeout` if the current call is past its CPU limit or the backstop.
+
+        ``begin`` reads no CPU clock, so a call's CPU is counted from the ticks: over the
+        ticks that see it running, the thread's CPU time since the previous tick; at the
+        first tick that sees it, the CPU since the previous tick less the wall time between
+        that tick and the call's start (the thread can have used no more CPU than that before
+        the call began). That is a lower bound, short by at most the CPU the thread used
+        between the previous tick and the call's start: a call is interrupted once it has used
+        between ``limit`` and ``limit`` plus one tick interval of CPU, never before ``limit``.
+        """
+        if self.limit is None:
             return
         cpu, now = self._cpu(), self._wall()
-        if cpu > self._next_cpu:
+        start, call = self.cell.value, self._call
+        last_cpu, last_wall = self._clocks
+        self._clocks = (cpu, now)
+        if not start:
+            return
+        if call != self._seen:
+            self._seen = call
+            self._used = max(0.0, cpu - last_cpu - max(0.0, start - last_wall))
+            self._cpu_limit, self._wall_limit = self.limit, start + self.blocked
+        else:
+            self._used += cpu - last_cpu
+        if self._used > self._cpu_limit:
             message = f"a detector call took longer than {self.limit:g} s of CPU time (--check-timeout)"
-        elif now > self._next_wall:
+        elif now > self._wall_limit:
             message = f"a detector call was blocked for over {self.blocked:g} s (--check-timeout {self.limit:g})"
         else:
             return
         # The next interruption, if this one is swallowed, comes one full limit later.
-        self._next_cpu, self._next_wall = cpu + self.limit, now + self.limit
+        self._cpu_limit, self._wall_limit = self._used + self.limit, now + self.limit
         raise CheckTimeout(message)

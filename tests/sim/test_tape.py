@@ -155,3 +155,41 @@ def test_reuse_spares_the_detector(suite):
     assert in_open < Counting.checks < in_open + alone / 2
     # and each reused check is counted with the time it took in open loop
     assert sum(len(st.check_ns) for st in closed.values()) == alone
+
+
+# -- a detector that lets every call through needs no replay (quiet_play) ----------------------
+@pytest.mark.parametrize("name", ["exact", "no_progress", "progress_guard"])
+def test_a_quiet_play_is_the_play_it_spares(suite, name):
+    from sim.play.harness import quiet_play
+
+    scenarios, tapes, episodes = suite
+    quiet = loud = 0
+    for sc, ep in zip(scenarios, episodes):
+        seen = {}
+        score_episode(make_detector(name), ep, scored=seen)
+        got = quiet_play(sc, tapes[sc.id], seen)
+        played = simulate(sc, make_detector(name), tape=tapes[sc.id], scored=seen).stats
+        if got is None:
+            loud += 1
+            continue
+        quiet += 1
+        assert got == played, sc.id  # check times included: the open loop's, as the play takes them
+    assert quiet and loud  # both kinds occur in this suite
+
+
+def test_no_quiet_play_without_the_whole_unguarded_play_on_tape():
+    from sim.play.harness import quiet_play
+
+    scenarios = make_scenarios([(f, 0, {}) for f in sorted(registered())], 3)
+    cut = 0
+    for sc in scenarios:
+        tape = Tape()
+        ep = generate(sc, tape=tape)
+        assert tape.complete == (sc.recording_guard is None or
+                                 not any(n.observation is not None and n.observation.nudge for n in ep.tool_nodes())), sc.id
+        if not tape.complete:
+            cut += 1
+            seen = {}
+            score_episode(RandomGuard(p=0.0), ep, scored=seen)  # lets every call through
+            assert quiet_play(sc, tape, seen) is None  # but where the tape ends, the play goes live
+    assert cut

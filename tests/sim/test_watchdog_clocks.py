@@ -137,3 +137,41 @@ def test_no_limit_never_interrupts():
     watch.begin()
     clocks.step(wall=1e6, cpu=1e6)
     watch.tick()
+
+
+def test_marking_a_call_reads_no_cpu_clock():
+    # Reading the thread's CPU time is a system call (0.5 µs, more than a cheap check);
+    # begin() runs around every detector call, so only the ticks read it.
+    reads = []
+    watch = wd.Watchdog(5.0, wall=lambda: 1000.0, cpu=lambda: reads.append(1) or 40.0)
+    reads.clear()
+    for _ in range(1000):
+        watch.begin()
+        watch.end()
+    assert reads == []
+
+
+def test_cpu_used_before_the_call_between_two_ticks_is_not_the_calls():
+    clocks = Clocks()
+    watch = watchdog(clocks)  # its clocks are read at 1000 s wall, 40 s CPU: the last tick
+    clocks.step(wall=0.2, cpu=0.2)  # the harness computes, then the call begins
+    watch.begin()
+    clocks.step(wall=4.9, cpu=4.9)
+    watch.tick()  # 4.9 s of the call's own, not 5.1
+    clocks.step(wall=0.2, cpu=0.2)
+    with pytest.raises(wd.CheckTimeout):
+        watch.tick()  # 5.1 s
+
+
+def test_a_call_is_interrupted_at_most_one_tick_late_never_early():
+    # Off the CPU before the call began, the thread may still have computed then for all the
+    # watchdog knows: the first tick charges the call the least it can have used.
+    clocks = Clocks()
+    watch = watchdog(clocks)
+    clocks.step(wall=0.2)  # off the CPU
+    watch.begin()
+    clocks.step(wall=5.1, cpu=5.1)
+    watch.tick()  # known: at least 4.9 s
+    clocks.step(wall=0.25, cpu=0.25)  # the next tick
+    with pytest.raises(wd.CheckTimeout):
+        watch.tick()
