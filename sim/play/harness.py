@@ -297,7 +297,7 @@ def simulate(scenario: Scenario, detector: Detector | None = None, *, recording:
         bad = [o for o, ok in leaf_outcomes if not ok]
         stats.ended = bad[0] if bad else "completed"
     if tape is not None and not replaying:
-        tape.complete = not spent and halted is None
+        tape.complete = not spent  # a halt is an intervention too
     return SimResult(ep, stats, mismatches)
 
 

@@ -11,7 +11,7 @@ from detectors.registry import available, make_detector
 from scenarios.base import make_scenarios, registered
 from scenarios.world import World
 from sim.execute.tasks import run_both, run_closed
-from sim.play.harness import Tape, generate, simulate
+from sim.play.harness import Tape, generate, quiet_play, simulate
 from sim.play.openloop import score_episode
 
 MODEL_BACKED = {"embedding", "embedding_call"}  # their verdicts come from vectors; the tape never sees them
@@ -160,8 +160,6 @@ def test_reuse_spares_the_detector(suite):
 # -- a detector that lets every call through needs no replay (quiet_play) ----------------------
 @pytest.mark.parametrize("name", ["exact", "no_progress", "progress_guard"])
 def test_a_quiet_play_is_the_play_it_spares(suite, name):
-    from sim.play.harness import quiet_play
-
     scenarios, tapes, episodes = suite
     quiet = loud = 0
     for sc, ep in zip(scenarios, episodes):
@@ -178,8 +176,6 @@ def test_a_quiet_play_is_the_play_it_spares(suite, name):
 
 
 def test_no_quiet_play_without_the_whole_unguarded_play_on_tape():
-    from sim.play.harness import quiet_play
-
     scenarios = make_scenarios([(f, 0, {}) for f in sorted(registered())], 3)
     cut = 0
     for sc in scenarios:
