@@ -163,15 +163,15 @@ class RowMaker:
     The local pool's workers call it as each task ends, so the parent receives rows and one
     text per detector instead of unpickling every call's score and building the rows after
     the last task (on the default suite, 810k scores: 2.1-2.6 s to unpickle and 2.6-4.5 s to
-    build, serially, in the parent). The per-call cells and scoring units it needs are made
-    on first use, once per process.
+    build, serially, in the parent). The per-call cells it needs are made on first use,
+    once per process, and so are the scoring units unless the caller gives them.
     """
 
     def __init__(self, episodes: Sequence[Episode], scenarios: Sequence[Scenario], delta: int,
-                 profiles: dict[str, dict[str, float]]) -> None:
+                 profiles: dict[str, dict[str, float]], units: Mapping[str, ScoringUnits] | None = None) -> None:
         self.episodes, self.scenarios, self.delta, self.profiles = episodes, scenarios, delta, profiles
         self._cells: dict | None = None
-        self._units: dict[str, ScoringUnits] | None = None
+        self._units = units  # the episodes' scoring units by id, when the caller has them
 
     def __call__(self, key: tuple[str, str], value: tuple) -> tuple:
         kind, label = key
@@ -182,6 +182,7 @@ class RowMaker:
             return ClosedRows(*closed_rows(label, self.scenarios, result)), timing
         if self._cells is None:
             self._cells = call_cells(self.episodes)
+        if self._units is None:
             self._units = {ep.id: scoring_units(ep) for ep in self.episodes}
         metrics, outcomes, calls = open_rows(label, result, self.episodes, self.delta, self.profiles, self._cells,
                                              self._units)

@@ -28,7 +28,8 @@ from sim.files import write_csv, write_json, write_lines
 from sim.heap import frozen, no_full_collections
 from sim.play.harness import Tape, generate
 from sim.play.watchdog import Watchdog
-from sim.scoring.outcomes import load_profiles
+from sim.scoring.outcomes import load_profiles, scoring_units
+from sim.scoring.trace_units import keep_trace_units
 
 
 def _bar(total: int, desc: str, enabled: bool):
@@ -125,6 +126,10 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
                                     config.suite.family_weights)
         episodes = generate_episodes(scenarios, config.progress, tapes)
     write_trace(out / "trace.jsonl", episodes)
+    # Worked out once here: forked workers inherit them for their rows, and a report that
+    # follows in this process takes them instead of reading the trace back (``trace_units``).
+    units = {ep.id: scoring_units(ep) for ep in episodes}
+    keep_trace_units(out / "trace.jsonl", units)
     phases = {"generate": time.perf_counter() - t_start}
     log(f"{'loaded' if config.suite.real else 'generated'} {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls "
         f"({phases['generate']:.1f} s)")
@@ -135,7 +140,7 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     if config.resume:
         log(f"resuming: {len(results)} of {len(tasks)} detector tasks already done")
     # The local pool's workers make each task's rows as it ends; other results are made here.
-    rows = RowMaker(episodes, scenarios, config.delta, profiles)
+    rows = RowMaker(episodes, scenarios, config.delta, profiles, units)
     results.update(engine.run([t for t in tasks if (t[0], t[1].label) not in results], episodes, scenarios,
                                      progress=config.progress, check_timeout=config.check_timeout,
                                      on_result=parts.save, tapes=tapes, log=log, rows=rows))

@@ -20,10 +20,10 @@ import pandas as pd
 
 from sim.config.runfolder import read_run_manifest
 from sim.forking import default_workers, map_forked
-from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_profiles, scoring_units, summarize
+from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_profiles, summarize
 from sim.scoring.thresholds import (FAR_TARGETS, CallScores, candidate_values, check_contract, heldout_totals, pick_best,
                          pick_calibrated, sweep, sweep_metrics, take)
-from scenarios.trace import read_trace
+from sim.scoring.trace_units import trace_units
 from sim.scoring.uncertainty import (Bootstrap, advisory_counts, episode_totals, metrics_from_totals, percentile_interval,
                                      score_from_totals)
 
@@ -83,9 +83,7 @@ def load_runs(dirs: Sequence[str | Path]) -> RunData:
         sources = [Path(s) for s in man.get("sources", [])] if not trace.exists() else [trace]
         for src in sources:
             if src.exists() and src.suffix in (".jsonl", ".json"):
-                for ep in read_trace(src).episodes:
-                    ep.id = prefix + ep.id
-                    units[ep.id] = scoring_units(ep)
+                units.update(trace_units(src, prefix))
         if not units:
             notes.append(f"{d}: no trace to re-score from; threshold sweeps and the Δ view are left out")
         for name, acc in (("calls.csv", calls), ("episodes.csv", outcomes), ("timings.csv", timings),
