@@ -174,7 +174,7 @@ def tune_cmd(detector, budget, suite, families, episodes, seed, heldout_seed, to
     from scenarios.files import atomic_write
     from sim.config.spec import DetectorSpec
     from sim.execute.rows import metric_rows
-    from sim.scoring.outcomes import DELTA, load_profiles, scoring_units
+    from sim.scoring.outcomes import DELTA, load_profiles, units_by_id
     from sim.tuning.evaluate import call_scores, run_specs, verdict_outcomes
     from sim.tuning.params import TuningError
     from sim.tuning.toml_out import overrides_toml
@@ -214,7 +214,7 @@ def tune_cmd(detector, budget, suite, families, episodes, seed, heldout_seed, to
     default = DetectorSpec(spec.label, spec.spec, dict(spec.params))
     # The search's numbers came from stored scores where it could: re-run the tuned detector to confirm them.
     check = run_specs([DetectorSpec("check", tuned.spec, tuned.params)], eps, eng)["check"]
-    units = {ep.id: scoring_units(ep) for ep in eps}
+    units = units_by_id(eps)
     actual = verdict_outcomes(units, call_scores(check, eps), check.errors, delta)
     confirmed = [o.outcome for o in actual] == [o.outcome for o in res.tuned_eval.outcomes]
     if not confirmed:

@@ -13,7 +13,7 @@ from sim.execute.tasks import OpenResult
 from sim.files import csv_field, fmt
 from sim.play.harness import ClosedLoopStats
 from sim.scoring.outcomes import (VERDICT_TEXT, Outcome, ScoringUnits, advisory_rate, alarms_from, composite,
-                                  scoring_units, summarize)
+                                  scoring_units, summarize, units_by_id)
 
 CALL_COLUMNS = ["detector", "episode", "family", "call_id", "node", "call_index", "depth", "tool", "score", "verdict",
                 "label_loop", "label_kind"]
@@ -183,7 +183,7 @@ class RowMaker:
         if self._cells is None:
             self._cells = call_cells(self.episodes)
         if self._units is None:
-            self._units = {ep.id: scoring_units(ep) for ep in self.episodes}
+            self._units = units_by_id(self.episodes)
         metrics, outcomes, calls = open_rows(label, result, self.episodes, self.delta, self.profiles, self._cells,
                                              self._units)
         return OpenRows(metrics, outcomes, calls, len(result.errors)), timing

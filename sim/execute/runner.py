@@ -28,7 +28,7 @@ from sim.files import write_csv, write_json, write_lines
 from sim.heap import frozen, no_full_collections
 from sim.play.harness import Tape, generate
 from sim.play.watchdog import Watchdog
-from sim.scoring.outcomes import load_profiles, scoring_units
+from sim.scoring.outcomes import load_profiles, units_by_id
 from sim.scoring.trace_units import keep_trace_units
 
 
@@ -128,7 +128,7 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     write_trace(out / "trace.jsonl", episodes)
     # Worked out once here: forked workers inherit them for their rows, and a report that
     # follows in this process takes them instead of reading the trace back (``trace_units``).
-    units = {ep.id: scoring_units(ep) for ep in episodes}
+    units = units_by_id(episodes)
     keep_trace_units(out / "trace.jsonl", units)
     phases = {"generate": time.perf_counter() - t_start}
     log(f"{'loaded' if config.suite.real else 'generated'} {len(episodes)} episodes, {sum(len(e.tool_nodes()) for e in episodes)} tool calls "

@@ -146,6 +146,11 @@ def scoring_units(episode: Episode) -> ScoringUnits:
     return ScoringUnits(episode.id, episode.family, episode.labelled, judged, tuple(looping))
 
 
+def units_by_id(episodes: Iterable[Episode]) -> dict[str, ScoringUnits]:
+    """Each episode's :func:`scoring_units`, keyed by its id, in the episodes' order."""
+    return {ep.id: scoring_units(ep) for ep in episodes}
+
+
 def episode_outcomes(episode: Episode, alarms: Mapping[str, bool], delta: int = DELTA,
                      error: str | None = None) -> list[Outcome]:
     """Outcomes of one episode given which call nodes alarmed (node id -> alarm).

@@ -33,7 +33,7 @@ import numpy as np
 
 from detectors.protocol import Detector
 
-from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, scoring_units, summarize
+from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, summarize, units_by_id
 from scenarios.tree import Episode
 
 #: Most thresholds a sweep tries; a float score with many distinct values is cut at quantiles.
@@ -141,7 +141,7 @@ def sweep(episodes: Sequence[Episode] | Mapping[str, ScoringUnits], calls, detec
     ``detector`` an instance of it (only ``threshold_for`` is called), ``errors`` the
     episodes it failed on (worst outcome at every value). Returns one outcome list per value.
     """
-    units = episodes if isinstance(episodes, Mapping) else {ep.id: scoring_units(ep) for ep in episodes}
+    units = episodes if isinstance(episodes, Mapping) else units_by_id(episodes)
     cs = calls if isinstance(calls, CallScores) else CallScores.from_rows(calls)
     errors = errors or {}
     thresholds = _Thresholds(detector, values)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 from scenarios.trace import read_trace
-from sim.scoring.outcomes import ScoringUnits, scoring_units
+from sim.scoring.outcomes import ScoringUnits, units_by_id
 
 _kept: tuple[tuple, dict[str, ScoringUnits]] | None = None
 
@@ -45,7 +45,7 @@ def trace_units(path: str | Path, prefix: str = "") -> dict[str, ScoringUnits]:
     if kept is not None and kept[0] == _identity(path):
         units = kept[1]
     else:
-        units = {ep.id: scoring_units(ep) for ep in read_trace(path).episodes}
+        units = units_by_id(read_trace(path).episodes)
     if not prefix:
         return dict(units)
     return {prefix + eid: replace(u, episode=prefix + u.episode) for eid, u in units.items()}

@@ -23,7 +23,7 @@ from detectors.protocol import Detector
 
 from sim.execute.engines import Engine
 from sim.config.spec import DetectorSpec
-from sim.scoring.outcomes import DELTA, Outcome, scoring_units
+from sim.scoring.outcomes import DELTA, Outcome, units_by_id
 from sim.scoring.thresholds import check_contract, sweep
 from scenarios.tree import Episode
 
@@ -83,7 +83,7 @@ def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence
               progress: bool = False) -> SweepResult:
     """Score ``spec`` at every cell of the grid; see the module docstring for the modes."""
     base, names, cells, default_cell = sweep_cells(spec, grids)
-    units = {ep.id: scoring_units(ep) for ep in episodes}
+    units = units_by_id(episodes)
     tp = base.threshold_param
     ti = names.index(tp) if tp in names else None
     if ti is not None and any(isinstance(c[ti], bool) or not isinstance(c[ti], (int, float)) for c in cells):

@@ -21,7 +21,7 @@ import numpy as np
 
 from sim.execute.engines import Engine
 from sim.config.spec import DetectorSpec
-from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, scoring_units
+from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, units_by_id
 from sim.scoring.thresholds import CallScores, check_contract
 from scenarios.tree import Episode
 
@@ -108,7 +108,7 @@ class Evaluator:
         self.tp = base.threshold_param
         self.value = getattr(base, self.tp) if self.tp else None
         self.fast_keys = set(fast_keys) if self.tp else set()
-        self.units = {ep.id: scoring_units(ep) for ep in self.episodes}
+        self.units = units_by_id(self.episodes)
         self.runs: dict[str, tuple[CallScores, dict[str, str]]] = {}
         self.memo: dict[str, dict[bytes, list[Outcome]]] = defaultdict(dict)
         self.open_runs = 0
