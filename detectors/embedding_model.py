@@ -230,6 +230,10 @@ class DiskCache:
     SQLite rather than an append-only flat file because several worker processes of one
     run may write at once; rows are only ever inserted (``INSERT OR IGNORE``), so the
     first vector stored for a text is the one every later run reads.
+
+    ``marks`` are names a run leaves in the cache to remember work it finished there (the
+    pool's: every text of a suite encoded, ``sim.execute.pool``). They live in the same
+    file, so a deleted cache forgets them too.
     """
 
     FILE = "embeddings.sqlite"
@@ -245,6 +249,7 @@ class DiskCache:
             "CREATE TABLE IF NOT EXISTS embeddings (model TEXT NOT NULL, text TEXT NOT NULL, "
             "dim INTEGER NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (model, text))"
         )
+        self._db.execute("CREATE TABLE IF NOT EXISTS marks (mark TEXT PRIMARY KEY)")
         self._db.commit()
 
     def _use_wal(self) -> None:
@@ -283,11 +288,30 @@ class DiskCache:
         with self._db:
             self._db.executemany("INSERT OR IGNORE INTO embeddings (model, text, dim, vec) VALUES (?, ?, ?, ?)", rows)
 
+    def has_mark(self, mark: str) -> bool:
+        return self._db.execute("SELECT 1 FROM marks WHERE mark = ?", (mark,)).fetchone() is not None
+
+    def add_mark(self, mark: str) -> None:
+        with self._db:
+            self._db.execute("INSERT OR IGNORE INTO marks (mark) VALUES (?)", (mark,))
+
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM embeddings WHERE model = ?", (self.model,)).fetchone()[0]
 
     def close(self) -> None:
         self._db.close()
+
+
+@contextlib.contextmanager
+def briefly_opened(directory: str | Path):
+    """The disk cache in ``directory``, closed again on leaving the block: for a process
+    that forks afterwards (the pool's parent), since an SQLite connection must not cross
+    ``fork()``."""
+    cache = DiskCache(directory, "")
+    try:
+        yield cache
+    finally:
+        cache.close()
 
 
 class Embedder:

@@ -23,17 +23,22 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import sqlite3
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from multiprocessing.connection import wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Mapping, Sequence
 
+import orjson
+import xxhash
+
 from scenarios.base import Scenario
 
 from scenarios.tree import Episode
-from detectors.embedding_model import THREADS_ENV
+from detectors.embedding_model import CACHE_ENV, THREADS_ENV, briefly_opened
 from detectors.protocol import cost_counters, prefetches
 from sim.forking import default_workers, fork_context, worker_signals
 from sim.heap import frozen, ordinary_collections, restore_ordinary
@@ -200,8 +205,6 @@ def shared_prefetch(tasks: Sequence[tuple[str, Any]]) -> list[Any]:
     Without it, the open and the closed task of an embedding detector each load the model
     and encode the same texts, in two workers at once, on a cold cache.
     """
-    from detectors.embedding_model import CACHE_ENV
-
     if not os.environ.get(CACHE_ENV):
         return []
     count: dict[str, int] = {}
@@ -212,6 +215,55 @@ def shared_prefetch(tasks: Sequence[tuple[str, Any]]) -> list[Any]:
         specs[spec.label] = spec
     return [spec for label, spec in specs.items()
             if count[label] > 1 and prefetches(spec.build())]
+
+
+def prefetch_mark(specs: Sequence[Any], episodes: Sequence[Episode]) -> str:
+    """The name under which a disk cache remembers holding every text that ``specs`` encode
+    for ``episodes`` (``DiskCache.add_mark``), so a warm run skips the encoding shards: on
+    the default suite each shard spent about 0.85 CPU s working out the texts only to find
+    them all cached.
+
+    It digests what the texts and their vectors follow from: the specs, every call of the
+    suite, the embedding backend, the bundled model's files (names, sizes, times) and the
+    source of the ``detectors`` package, which derives the texts. A mark that no longer
+    holds (a cache filled otherwise since, a model changed under another path) costs time,
+    never a result: each model-backed task still encodes whatever it finds missing.
+    """
+    import detectors
+    from detectors.embedding_model import bundled_model_path, resolve_backend
+
+    options = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+    digest = xxhash.xxh3_128()
+    digest.update(orjson.dumps([[s.label, s.spec, s.params] for s in specs], option=options, default=str))
+    digest.update(resolve_backend().encode())
+    for ep in episodes:
+        for node in ep.tool_nodes():
+            digest.update(orjson.dumps([node.call.tool, node.call.args], option=options, default=str))
+    try:
+        model = bundled_model_path()
+    except RuntimeError:  # not installed: the detectors that need it turn their model off
+        model = None
+    sources = Path(detectors.__file__).parent
+    for root, pattern in ((model, "*"), (sources, "*.py")):
+        for file in sorted(root.rglob(pattern)) if root is not None else ():
+            if file.is_file():
+                st = file.stat()
+                digest.update(f"{file.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+                if pattern == "*.py":
+                    digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def _cache_mark(cache_dir: str, mark: str, add: bool) -> bool:
+    """Whether the cache has ``mark`` (``add``: leave it there). A cache that cannot be read
+    or written now has none: the mark saves time only, and the run goes on without it."""
+    try:
+        with briefly_opened(cache_dir) as cache:
+            if add:
+                cache.add_mark(mark)
+            return cache.has_mark(mark)
+    except (sqlite3.Error, OSError):
+        return False
 
 
 def _worker(conn: Any, cell: Any, limit: float | None, parent: int) -> None:
@@ -340,12 +392,27 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
     pending = [t for t in order if t[1].label not in labels][::-1]
     # Model-backed detectors encode the suite once, in as many disjoint shards as there are
     # workers (on a cold cache that encoding is most of the run: one worker doing it all left
-    # the others idle once the cheap tasks were done); their tasks start after, on a warm cache.
-    prefetching = n if shared else 0
-    pending.extend(("prefetch", (shared, (i, prefetching))) for i in reversed(range(prefetching)))
+    # the others idle once the cheap tasks were done); their tasks start after, on a warm
+    # cache, and before the others, being the longest. A cache marked as holding all of it
+    # already (``prefetch_mark``) needs no shards.
+    cache_dir = os.environ.get(CACHE_ENV, "")
+    mark = prefetch_mark(shared, _EPISODES) if shared else ""
+    prefetching = n if mark and not _cache_mark(cache_dir, mark, add=False) else 0
+    if prefetching:
+        pending.extend(("prefetch", (shared, (i, prefetching))) for i in reversed(range(prefetching)))
+    else:
+        pending.extend(held[::-1])
     hard = hard_limit(limit) if limit else None
+    lost = False
+
+    def shards_done() -> None:
+        pending.extend(held[::-1])
+        if not lost:  # every shard encoded its part: the cache holds the suite's texts
+            _cache_mark(cache_dir, mark, add=True)
 
     def shard_lost(task: tuple[str, Any], problem: str) -> None:
+        nonlocal lost
+        lost = True
         index, count = task[1][1]
         log(f"warning: encoding shard {index + 1} of {count} failed ({problem}); "
             "the model-backed tasks encode its texts themselves (same results, more time)")
@@ -379,7 +446,7 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                                 shard_lost(task, problem)
                             prefetching -= 1
                             if not prefetching:
-                                pending.extend(held[::-1])
+                                shards_done()
                             continue
                         if pending:
                             # Loading and filing a task's results takes the parent up to a
@@ -402,7 +469,7 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
                         shard_lost(task, failure)
                         prefetching -= 1
                         if not prefetching:
-                            pending.extend(held[::-1])  # they encode what is still missing themselves
+                            shards_done()  # the tasks encode what is still missing themselves
                     else:
                         for key, value in failed_task(task, failure):
                             done(key, value)
