@@ -238,7 +238,11 @@ def prefetch_mark(specs: Sequence[Any], episodes: Sequence[Episode]) -> str:
     digest.update(resolve_backend().encode())
     for ep in episodes:
         for node in ep.tool_nodes():
-            digest.update(orjson.dumps([node.call.tool, node.call.args], option=options, default=str))
+            call = [node.call.tool, node.call.args]
+            try:
+                digest.update(orjson.dumps(call, option=options, default=str))
+            except TypeError:  # an integer beyond 64 bits, a lone surrogate (a trace may hold either)
+                digest.update(repr(call).encode("utf-8", "surrogatepass"))
     try:
         model = bundled_model_path()
     except RuntimeError:  # not installed: the detectors that need it turn their model off

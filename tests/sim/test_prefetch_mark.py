@@ -85,3 +85,12 @@ def test_the_mark_names_the_specs_and_the_calls():
     assert mark != prefetch_mark([spec], other)
     assert mark != prefetch_mark([DetectorSpec("embedding", "embedding", {"threshold": 0.9})], eps)
     assert mark != prefetch_mark([spec, DetectorSpec("progress_guard", "progress_guard")], eps)
+
+
+def test_any_arguments_a_trace_may_hold_make_a_mark():
+    """Arguments JSON cannot carry as they are (an integer beyond 64 bits, a lone surrogate,
+    both of which a trace may hold) still name their own mark."""
+    spec = [DetectorSpec("embedding", "embedding")]
+    odd = [linear_episode("e", [("t", {"n": 1 << 70}, "r"), ("t", {"q": "\ud800"}, "r")])]
+    other = [linear_episode("e", [("t", {"n": (1 << 70) + 1}, "r"), ("t", {"q": "\ud800"}, "r")])]
+    assert prefetch_mark(spec, odd) == prefetch_mark(spec, odd) != prefetch_mark(spec, other)
