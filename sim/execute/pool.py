@@ -32,7 +32,6 @@ from multiprocessing.connection import wait
 from multiprocessing.reduction import ForkingPickler
 from typing import Any, Callable, Mapping, Sequence
 
-import orjson
 import xxhash
 
 from scenarios.base import Scenario
@@ -40,6 +39,7 @@ from scenarios.base import Scenario
 from scenarios.tree import Episode
 from detectors.embedding_model import CACHE_ENV, THREADS_ENV, briefly_opened
 from detectors.protocol import cost_counters, prefetches
+from detectors.signature import canonical_json
 from sim.forking import default_workers, fork_context, worker_signals
 from sim.heap import frozen, ordinary_collections, restore_ordinary
 from sim.execute.tasks import OpenResult, run_both, run_closed, run_open, timing_row
@@ -232,17 +232,12 @@ def prefetch_mark(specs: Sequence[Any], episodes: Sequence[Episode]) -> str:
     import detectors
     from detectors.embedding_model import bundled_model_path, resolve_backend
 
-    options = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
     digest = xxhash.xxh3_128()
-    digest.update(orjson.dumps([[s.label, s.spec, s.params] for s in specs], option=options, default=str))
+    digest.update(canonical_json([[s.label, s.spec, s.params] for s in specs]))
     digest.update(resolve_backend().encode())
     for ep in episodes:
         for node in ep.tool_nodes():
-            call = [node.call.tool, node.call.args]
-            try:
-                digest.update(orjson.dumps(call, option=options, default=str))
-            except TypeError:  # an integer beyond 64 bits, a lone surrogate (a trace may hold either)
-                digest.update(repr(call).encode("utf-8", "surrogatepass"))
+            digest.update(canonical_json([node.call.tool, node.call.args]))
     try:
         model = bundled_model_path()
     except RuntimeError:  # not installed: the detectors that need it turn their model off

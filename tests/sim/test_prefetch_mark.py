@@ -94,3 +94,5 @@ def test_any_arguments_a_trace_may_hold_make_a_mark():
     odd = [linear_episode("e", [("t", {"n": 1 << 70}, "r"), ("t", {"q": "\ud800"}, "r")])]
     other = [linear_episode("e", [("t", {"n": (1 << 70) + 1}, "r"), ("t", {"q": "\ud800"}, "r")])]
     assert prefetch_mark(spec, odd) == prefetch_mark(spec, odd) != prefetch_mark(spec, other)
+    big = [DetectorSpec("embedding", "embedding", {"threshold": 1 << 70})]
+    assert prefetch_mark(big, odd) != prefetch_mark(spec, odd)
