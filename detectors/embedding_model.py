@@ -12,8 +12,9 @@ The model runs on one of ``BACKENDS`` (``$LOOPBENCH_EMBED_BACKEND``): by default
 ``onnx``, the graph written once from the installed weights (``onnx_graph``) and run on
 onnxruntime: the same vectors as sentence-transformers on torch to ~1e-6, in less than
 half of its CPU time on the machine measured (docs/performance.md), with no torch
-import; ``torch`` when onnxruntime is not installed or when asked for. The backend's libraries are imported only when a text actually has to be
-encoded: a run whose texts are all in the disk cache never imports them.
+import; ``torch`` when onnxruntime is not installed or when asked for. The backend's
+libraries are imported only when a text actually has to be encoded: a run whose texts
+are all in the disk cache never imports them.
 """
 from __future__ import annotations
 

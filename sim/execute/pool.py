@@ -27,6 +27,7 @@ import sqlite3
 import sys
 import time
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from multiprocessing.connection import wait
 from multiprocessing.reduction import ForkingPickler
@@ -37,7 +38,9 @@ import xxhash
 from scenarios.base import Scenario
 
 from scenarios.tree import Episode
-from detectors.embedding_model import CACHE_ENV, THREADS_ENV, briefly_opened
+import detectors
+from detectors.embedding_model import (CACHE_ENV, THREADS_ENV, briefly_opened, bundled_model_path,
+                                       resolve_backend)
 from detectors.protocol import cost_counters, prefetches
 from detectors.signature import canonical_json
 from sim.forking import default_workers, fork_context, worker_signals
@@ -231,11 +234,6 @@ def prefetch_mark(specs: Sequence[Any], episodes: Sequence[Episode]) -> str:
     filled otherwise since, a model changed under another path) costs time, never a result:
     each model-backed task still encodes whatever it finds missing.
     """
-    from importlib.metadata import PackageNotFoundError, version
-
-    import detectors
-    from detectors.embedding_model import bundled_model_path, resolve_backend
-
     digest = xxhash.xxh3_128()
     digest.update(canonical_json([[s.label, s.spec, s.params] for s in specs]))
     digest.update(resolve_backend().encode())
