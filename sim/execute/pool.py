@@ -400,6 +400,10 @@ def _run_pool(tasks: Sequence[tuple[str, Any]], n: int, limit: float | None,
     mark = prefetch_mark(shared, _EPISODES) if shared else ""
     prefetching = n if mark and not _cache_mark(cache_dir, mark, add=False) else 0
     if prefetching:
+        # Said once, so that a first run's long encoding is not taken for a hang (the task
+        # bar stands still while the shards work).
+        log(f"embedding cache {cache_dir}: encoding this suite's texts for {', '.join(sorted(labels))} first, "
+            f"in {prefetching} shards (a later run of this suite on this cache skips this)")
         pending.extend(("prefetch", (shared, (i, prefetching))) for i in reversed(range(prefetching)))
     else:
         pending.extend(held[::-1])

@@ -52,10 +52,11 @@ def test_a_marked_cache_skips_the_shards_with_the_same_results(tmp_path, monkeyp
     monkeypatch.setenv("FAULT_PREFETCH_LOG", str(log))
     monkeypatch.delenv("FAULT_PREFETCH_MARK", raising=False)
     cache = tmp_path / "cache"
-    run(tmp_path / "first", cache)
+    said = f"embedding cache {cache}: encoding this suite's texts for pf first, in 2 shards"
+    assert said in run(tmp_path / "first", cache)  # a first run says why it takes longer
     assert prefetches(log) == 3  # two shards (one per worker), then the task's own
     assert marks(cache) == 1
-    run(tmp_path / "second", cache)
+    assert "encoding this suite's texts" not in run(tmp_path / "second", cache)
     assert prefetches(log) == 1  # the task's own only
     for name in RESULTS:
         assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes(), name
