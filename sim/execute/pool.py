@@ -28,17 +28,16 @@ import sys
 import time
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from multiprocessing.connection import wait
 from multiprocessing.reduction import ForkingPickler
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import xxhash
 
-from scenarios.base import Scenario
-
-from scenarios.tree import Episode
 import detectors
+from scenarios.base import Scenario
+from scenarios.tree import Episode
 from detectors.embedding_model import (CACHE_ENV, THREADS_ENV, briefly_opened, bundled_model_path,
                                        resolve_backend)
 from detectors.protocol import cost_counters, prefetches
