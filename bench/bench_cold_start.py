@@ -1,6 +1,6 @@
 """Where a cold ``loopbench run`` spends its embedding seconds, per backend, and how far the backends drift.
 
-Run: ``python bench/bench_cold_start.py [--sample 3000] [--backends torch,torch-bf16,onnx,onnx-int8]``
+Run: ``python bench/bench_cold_start.py [--sample 3000] [--backends torch,torch-bf16,onnx,onnx-int8,openvino-bf16]``
 (a few minutes on 2 cores). Every figure is measured when the script runs.
 
 1. the texts of the default suite that the model-backed detectors (``embedding``,
@@ -12,7 +12,7 @@ Run: ``python bench/bench_cold_start.py [--sample 3000] [--backends torch,torch-
    quantisation, when its file is not on disk yet, is timed apart), tokenisation, forward
    passes on a random sample of the distinct texts (wall and CPU seconds), texts/s, and the
    projection to all distinct texts;
-4. drift against torch on the sample: cosine of each text's vector with its torch vector,
+4. drift against torch (or the first backend listed) on the sample: cosine of each text's vector with its torch vector,
    and for random pairs of texts the change of their similarity, with the number of pairs
    that cross the detectors' thresholds (0.8 progress_guard, 0.85 embedding) either way.
 
@@ -107,7 +107,10 @@ def worker(backend: str, texts_file: str, vectors_file: str) -> None:
         from detectors.onnx_encoder import OnnxEncoder, onnx_file
 
         t = clock()
-        import onnxruntime  # noqa: F401
+        if backend.startswith("openvino"):
+            import openvino  # noqa: F401
+        else:
+            import onnxruntime  # noqa: F401
         import tokenizers  # noqa: F401
 
         report["import"] = since(t)
@@ -116,7 +119,8 @@ def worker(backend: str, texts_file: str, vectors_file: str) -> None:
         file = onnx_file(path, em.model_id(path), backend == "onnx-int8", onnx_dir)
         report["export"] = since(t)  # ~0 when the file was already there
         t = clock()
-        encoder = OnnxEncoder(path, file, em.torch_threads())
+        runtime = "openvino-bf16" if backend == "openvino-bf16" else "onnxruntime"
+        encoder = OnnxEncoder(path, file, em.torch_threads(), runtime=runtime)
         encoder.session()
         report["load"] = since(t)
         t = clock()
@@ -155,7 +159,7 @@ def drift(ref: np.ndarray, other: np.ndarray, pairs: int, seed: int = 0) -> dict
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sample", type=int, default=3000, help="distinct texts encoded per backend (0 = all)")
-    ap.add_argument("--backends", default="torch,torch-bf16,onnx,onnx-int8")
+    ap.add_argument("--backends", default="torch,torch-bf16,onnx,onnx-int8,openvino-bf16")
     ap.add_argument("--pairs", type=int, default=200_000)
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -204,12 +208,14 @@ def main(argv=None) -> None:
         rate = len(sample) / r["encode"]["wall_s"]
         print(f"  {backend:9s} {cells}  -> {rate:.0f} texts/s; all distinct texts ~{r['encode']['wall_s'] * scale:.0f} s "
               f"wall, {r['encode']['cpu_s'] * scale:.0f} s cpu")
-    if "torch" in vectors:
-        print("\ndrift against torch (same texts):")
+    # Drift against torch, the reference, or else against the first backend measured.
+    ref = "torch" if "torch" in vectors else next(iter(vectors))
+    if len(vectors) > 1:
+        print(f"\ndrift against {ref} (same texts):")
         for backend, vec in vectors.items():
-            if backend != "torch":
-                d = drift(vectors["torch"], vec, args.pairs)
-                print(f"  {backend:9s} cos(text, torch) min {d['self_cos_min']:.5f} mean {d['self_cos_mean']:.6f}; "
+            if backend != ref:
+                d = drift(vectors[ref], vec, args.pairs)
+                print(f"  {backend:9s} cos(text, {ref}) min {d['self_cos_min']:.5f} mean {d['self_cos_mean']:.6f}; "
                       f"pair similarity |delta| max {d['pair_delta_max']:.5f} p99 {d['pair_delta_p99']:.5f}; "
                       f"of {d['pairs']} pairs, crossing a threshold {d['pairs_crossing']} "
                       f"(within 0.01 of it: {d['pairs_within_0.01_of_threshold']})")

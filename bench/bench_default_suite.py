@@ -17,7 +17,7 @@ lists the costliest (detector, mode) tasks of the warm run from its ``timings.cs
 ``--warm-only`` skips the cold run and times a run against the default cache
 (``~/.cache/loopbench/embeddings``), after one untimed run that fills it.
 
-``LOOPBENCH_EMBED_BACKEND`` (torch, onnx, onnx-int8) is passed on to the runs.
+``LOOPBENCH_EMBED_BACKEND`` (torch, torch-bf16, onnx, onnx-int8, openvino-bf16) is passed on to the runs.
 
 ``--warm-runs N`` (3) times the warm run N times and judges the warm target on their median:
 this machine's speed drifts by a quarter from one run to the next, and one run decides

@@ -19,6 +19,7 @@ are all in the disk cache never imports them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sqlite3
@@ -46,9 +47,12 @@ ONNX_DIR_ENV = "LOOPBENCH_ONNX_DIR"
 #: (the default): the same model as an ONNX graph on onnxruntime (same vectors to ~1e-6,
 #: less CPU, no torch import; a forked pool worker keeps the session it inherited rather
 #: than destroying it, see ``OnnxEncoder.session``); ``onnx-int8``: its weights
-#: quantised to int8 (faster still, but it moves similarities by up to ~0.15). See
-#: ``detectors/onnx_encoder.py`` and ``bench/bench_cold_start.py``.
-BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
+#: quantised to int8 (faster still, but it moves similarities by up to ~0.15);
+#: ``openvino-bf16``: the ONNX graph on OpenVINO computing in bfloat16, only on a CPU with
+#: bfloat16 arithmetic (AMX or AVX512-BF16; about three times onnx's speed on the Xeon
+#: measured, similarities moved by up to ~0.004). See ``detectors/onnx_encoder.py``,
+#: ``bench/bench_cold_start.py`` and docs/performance.md.
+BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8", "openvino-bf16")
 #: Used unless ``$LOOPBENCH_EMBED_BACKEND`` names another; ``torch`` when onnxruntime or onnx is missing.
 DEFAULT_BACKEND = "onnx"
 #: all-MiniLM-L6-v2 reads at most 256 word pieces; longer texts are cut well past that
@@ -122,10 +126,12 @@ def torch_threads() -> int:
     return max(1, int(os.environ.get(THREADS_ENV) or min(2, os.cpu_count() or 1)))
 
 
-#: The modules (import names) each family of backends (``torch``, ``onnx``) needs to encode.
+#: The modules (import names) each family of backends (``torch``, ``onnx``, ``openvino``) needs to encode.
 _BACKEND_MODULES = {
     "torch": ("torch", "sentence_transformers"),
     "onnx": ("onnxruntime", "onnx", "tokenizers", "safetensors"),
+    # OpenVINO reads the same graph file, which the onnx package writes.
+    "openvino": ("openvino", "onnx", "tokenizers", "safetensors"),
 }
 
 
@@ -140,21 +146,42 @@ def resolve_backend(name: str | None = None) -> str:
     """``name``, else ``$LOOPBENCH_EMBED_BACKEND``, else ``DEFAULT_BACKEND``. An ONNX backend
     whose modules are missing falls back to torch: silently for the default (an install
     with sentence-transformers but not the ``embedding`` extra), with a warning when it was
-    asked for."""
+    asked for. ``openvino-bf16`` falls back to ``onnx``, with a warning, when OpenVINO is
+    missing or the CPU has no bfloat16 arithmetic (emulated, it would be slower than float32)."""
     asked = name or os.environ.get(BACKEND_ENV)
     backend = (asked or DEFAULT_BACKEND).strip().lower()
     if backend not in BACKENDS:
         raise ValueError(f"{BACKEND_ENV}: unknown embedding backend {backend!r} (one of {', '.join(BACKENDS)})")
+    if backend == "openvino-bf16":
+        missing = missing_modules(backend)
+        why = (f"needs {' and '.join(missing)} (pip install 'loopbench[openvino]')" if missing
+               else None if cpu_computes_bf16() else "needs a CPU with bfloat16 arithmetic (AMX or AVX512-BF16)")
+        if why is None:
+            return backend
+        _warn(f"embedding backend {backend!r} {why}; using onnx")
+        backend = "onnx"
     if backend.startswith("onnx"):
         missing = missing_modules(backend)
         if missing:
             if asked:
-                import warnings
-
-                warnings.warn(f"embedding backend {backend!r} needs {' and '.join(missing)} "
-                              "(pip install 'loopbench[embedding]'); using torch", stacklevel=2)
+                _warn(f"embedding backend {backend!r} needs {' and '.join(missing)} "
+                      "(pip install 'loopbench[embedding]'); using torch")
             backend = "torch"
     return backend
+
+
+def _warn(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, stacklevel=3)
+
+
+@functools.cache
+def cpu_computes_bf16() -> bool:
+    """Whether OpenVINO computes in bfloat16 on this CPU (its CPU plugin's ``BF16`` capability)."""
+    import openvino
+
+    return "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
 _ENCODERS: dict[tuple[str, str], object] = {}
@@ -177,7 +204,8 @@ def load_onnx_encoder(path: str | Path, backend: str, model_key: str):
 
             t0 = time.perf_counter()
             file = onnx_file(Path(key[0]), model_key, backend == "onnx-int8", os.environ.get(ONNX_DIR_ENV) or None)
-            encoder = OnnxEncoder(Path(key[0]), file, torch_threads())
+            runtime = "openvino-bf16" if backend == "openvino-bf16" else "onnxruntime"
+            encoder = OnnxEncoder(Path(key[0]), file, torch_threads(), runtime=runtime)
             encoder.session()
             _ENCODERS[key] = encoder
             LOAD_SECONDS[f"{key[0]}:{backend}"] = time.perf_counter() - t0
@@ -428,7 +456,7 @@ class Embedder:
             return normalise(self._encode(texts))
         # The tokenizer rejects lone surrogates (json.loads accepts "\ud800"); the cache keeps the raw text.
         texts = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
-        if self.backend.startswith("onnx"):
+        if self.backend.startswith(("onnx", "openvino")):
             encoder = load_onnx_encoder(self.model_path, self.backend, self._files_key())
             return normalise(encoder(texts))
         model = load_model(self.model_path)
