@@ -181,7 +181,10 @@ def cpu_computes_bf16() -> bool:
     """Whether OpenVINO computes in bfloat16 on this CPU (its CPU plugin's ``BF16`` capability)."""
     import openvino
 
-    return "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    try:
+        return "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    except RuntimeError:  # no CPU plugin for this machine: it computes nothing, in bfloat16 or not
+        return False
 
 
 _ENCODERS: dict[tuple[str, str], object] = {}

@@ -147,7 +147,7 @@ def check_reachable(address: str | None) -> None:
 def _ray_shard(kind: str, spec: Any, shard: tuple[Sequence[Episode], Sequence[Scenario]],
                env: dict[str, str | None], check_timeout: float | None) -> ShardResult:
     # Ray reuses worker processes across runs: take the driver's settings (the embedding
-    # cache directory) from the task, not from whatever the worker was started with.
+    # cache directory and backend) from the task, not from whatever the worker was started with.
     for key, value in env.items():
         if value is None:
             os.environ.pop(key, None)
@@ -182,7 +182,7 @@ def run_tasks_ray(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode],
     under the ``SIGALRM`` limit in the Ray worker; the local pool's kill of an
     uninterruptible call has no Ray counterpart here.
     """
-    from detectors.embedding_model import CACHE_ENV
+    from detectors.embedding_model import BACKEND_ENV, CACHE_ENV
 
     ray = _import_ray()
     if not ray.is_initialized():
@@ -199,7 +199,8 @@ def run_tasks_ray(tasks: Sequence[tuple[str, Any]], episodes: Sequence[Episode],
     # Open-loop-only callers (sweeps) pass no scenarios.
     shards = [(list(episodes[lo:hi]), list(scenarios[lo:hi]) if scenarios else []) for lo, hi in bounds]
     refs = [ray.put(sh) for sh in shards]
-    env = {CACHE_ENV: os.environ.get(CACHE_ENV)}
+    # The manifest records the driver's backend: the workers must encode with it.
+    env = {name: os.environ.get(name) for name in (CACHE_ENV, BACKEND_ENV)}
     remote = ray.remote(num_cpus=1, max_retries=0)(_ray_shard)
     # Closed-loop tasks are the long ones: submit them first so the cluster ends together.
     order = sorted(tasks, key=lambda t: (t[0] != "closed",))

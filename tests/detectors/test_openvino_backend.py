@@ -100,3 +100,19 @@ def test_a_forked_child_compiles_its_own_model_and_gets_the_same_vectors(tmp_pat
     _, status = os.waitpid(pid, 0)
     assert status == 0
     np.testing.assert_array_equal(np.load(out), parent)
+
+
+@needs_ov
+def test_a_machine_without_openvinos_cpu_plugin_counts_as_without_bfloat16(monkeypatch):
+    import openvino
+
+    def no_plugin():
+        raise RuntimeError("Device with \"CPU\" name is not registered in the OpenVINO Runtime")
+
+    monkeypatch.setattr(openvino, "Core", no_plugin)
+    embedding_model.cpu_computes_bf16.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match="needs a CPU with bfloat16 arithmetic"):
+            assert resolve_backend("openvino-bf16") == "onnx"
+    finally:
+        embedding_model.cpu_computes_bf16.cache_clear()

@@ -152,3 +152,23 @@ def test_engine_ray_without_ray_installed_is_a_usage_error(monkeypatch, tmp_path
     assert r.exit_code == 2
     assert r.output.strip() == "loopbench: error: --engine ray needs Ray: pip install 'loopbench[ray]'"
     assert not (tmp_path / "r").exists()  # refused before any work
+
+
+def test_a_ray_shard_takes_the_drivers_embedding_cache_and_backend(monkeypatch):
+    # Ray reuses its workers across runs (and a remote node has its own environment): the
+    # backend the manifest records is the driver's, so the task carries it. No Ray needed:
+    # this is the function the remote task runs.
+    import os
+
+    from detectors.embedding_model import BACKEND_ENV, CACHE_ENV
+    from sim.execute import engines
+
+    seen = {}
+    monkeypatch.setattr(engines, "run_shard", lambda *a: seen.update({k: os.environ.get(k) for k in (CACHE_ENV, BACKEND_ENV)}))
+    monkeypatch.setenv(BACKEND_ENV, "torch")  # what a reused worker was left with
+    monkeypatch.setenv(CACHE_ENV, "/somewhere/else")
+    engines._ray_shard("open", DetectorSpec("exact", "exact"), ([], []), {CACHE_ENV: "/cache", BACKEND_ENV: None}, None)
+    assert seen == {CACHE_ENV: "/cache", BACKEND_ENV: None}
+    engines._ray_shard("open", DetectorSpec("exact", "exact"), ([], []), {CACHE_ENV: None, BACKEND_ENV: "openvino-bf16"},
+                       None)
+    assert seen == {CACHE_ENV: None, BACKEND_ENV: "openvino-bf16"}
