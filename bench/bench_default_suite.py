@@ -17,7 +17,9 @@ lists the costliest (detector, mode) tasks of the warm run from its ``timings.cs
 ``--warm-only`` skips the cold run and times a run against the default cache
 (``~/.cache/loopbench/embeddings``), after one untimed run that fills it.
 
-``LOOPBENCH_EMBED_BACKEND`` (torch, torch-bf16, onnx, onnx-int8, openvino-bf16) is passed on to the runs.
+``--backend NAME`` (or ``LOOPBENCH_EMBED_BACKEND``: torch, torch-bf16, onnx, onnx-int8, openvino-bf16) is
+passed on to the runs; the backend printed is the one they resolve to (``openvino-bf16`` falls back to
+``onnx`` on a CPU without bfloat16 arithmetic).
 
 ``--warm-runs N`` (3) times the warm run N times and judges the warm target on their median:
 this machine's speed drifts by a quarter from one run to the next, and one run decides
@@ -27,7 +29,7 @@ the first run's.
 ``--keep DIR`` keeps the run folders (``DIR/cold``, ``DIR/warm``, ``DIR/warm-2`` ...) to compare
 with another checkout's (``cmp``).
 
-Run: python bench/bench_default_suite.py [--warm-only] [--warm-runs N] [--workers N] [--keep DIR]
+Run: python bench/bench_default_suite.py [--warm-only] [--warm-runs N] [--workers N] [--keep DIR] [--backend NAME]
 """
 from __future__ import annotations
 
@@ -86,16 +88,23 @@ def main(argv=None) -> None:
     ap.add_argument("--workers", type=int, default=0, help="passed to loopbench run (0 = one per core)")
     ap.add_argument("--warm-runs", type=int, default=3, help="warm runs timed; the target is judged on their median")
     ap.add_argument("--keep", type=Path, help="keep the run folders here instead of deleting them")
+    ap.add_argument("--backend", help="the embedding backend of the runs (LOOPBENCH_EMBED_BACKEND)")
     args = ap.parse_args(argv)
     if args.warm_runs < 1:
         ap.error("--warm-runs must be at least 1")
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="loopbench-default-", dir=args.keep))
-    from detectors.embedding_model import BACKEND_ENV, DEFAULT_BACKEND
+    from detectors.embedding_model import BACKEND_ENV, resolve_backend
 
+    if args.backend:
+        os.environ[BACKEND_ENV] = args.backend  # the runs inherit it
+    try:
+        backend = resolve_backend()
+    except ValueError as exc:
+        ap.error(str(exc))
+    tmp = Path(tempfile.mkdtemp(prefix="loopbench-default-", dir=args.keep))
     print(f"loopbench run (default suite, all detectors), workers={args.workers or 'one per core'}, cpus={os.cpu_count()}, "
-          f"embedding backend {os.environ.get(BACKEND_ENV) or DEFAULT_BACKEND}")
+          f"embedding backend {backend}")
     try:
         warm_dirs = [tmp / ("warm" if i == 0 else f"warm-{i + 1}") for i in range(args.warm_runs)]
         if args.warm_only:
