@@ -119,8 +119,7 @@ def worker(backend: str, texts_file: str, vectors_file: str) -> None:
         file = onnx_file(path, em.model_id(path), backend == "onnx-int8", onnx_dir)
         report["export"] = since(t)  # ~0 when the file was already there
         t = clock()
-        runtime = "openvino-bf16" if backend == "openvino-bf16" else "onnxruntime"
-        encoder = OnnxEncoder(path, file, em.torch_threads(), runtime=runtime)
+        encoder = OnnxEncoder(path, file, em.torch_threads(), runtime=em.onnx_runtime(backend))
         encoder.session()
         report["load"] = since(t)
         t = clock()

@@ -190,6 +190,11 @@ def cpu_computes_bf16() -> bool:
 _ENCODERS: dict[tuple[str, str], object] = {}
 
 
+def onnx_runtime(backend: str) -> str:
+    """What runs the graph file for an ONNX-file backend (``onnx_encoder.RUNTIMES``)."""
+    return "openvino-bf16" if backend == "openvino-bf16" else "onnxruntime"
+
+
 def load_onnx_encoder(path: str | Path, backend: str, model_key: str):
     """The :class:`~detectors.onnx_encoder.OnnxEncoder` of the model at ``path``, once per process.
 
@@ -207,8 +212,7 @@ def load_onnx_encoder(path: str | Path, backend: str, model_key: str):
 
             t0 = time.perf_counter()
             file = onnx_file(Path(key[0]), model_key, backend == "onnx-int8", os.environ.get(ONNX_DIR_ENV) or None)
-            runtime = "openvino-bf16" if backend == "openvino-bf16" else "onnxruntime"
-            encoder = OnnxEncoder(Path(key[0]), file, torch_threads(), runtime=runtime)
+            encoder = OnnxEncoder(Path(key[0]), file, torch_threads(), runtime=onnx_runtime(backend))
             encoder.session()
             _ENCODERS[key] = encoder
             LOAD_SECONDS[f"{key[0]}:{backend}"] = time.perf_counter() - t0
