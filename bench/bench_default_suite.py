@@ -26,10 +26,18 @@ this machine's speed drifts by a quarter from one run to the next, and one run d
 nothing. Every run's time is printed, and every warm run's ``metrics.csv`` is compared with
 the first run's.
 
+``--fresh-install`` measures a new user's first run, as the README's first command makes it:
+a new virtual environment, ``pip install --no-compile -c constraints.txt -e '.[embedding]'`` into it (timed;
+``--extras`` names others), then the cold run with that environment's Python and an empty ONNX
+directory (``LOOPBENCH_ONNX_DIR``), so the model's graph is written as on a new machine. pip's
+own download cache is used as usual: the install figure is unpacking and linking, not
+downloading (``PIP_NO_CACHE_DIR=1`` in the environment measures the downloads too).
+
 ``--keep DIR`` keeps the run folders (``DIR/cold``, ``DIR/warm``, ``DIR/warm-2`` ...) to compare
 with another checkout's (``cmp``).
 
-Run: python bench/bench_default_suite.py [--warm-only] [--warm-runs N] [--workers N] [--keep DIR] [--backend NAME]
+Run: python bench/bench_default_suite.py [--warm-only | --fresh-install [--extras embedding]] [--warm-runs N]
+       [--workers N] [--keep DIR] [--backend NAME]
 """
 from __future__ import annotations
 
@@ -62,8 +70,8 @@ def cpu_children() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run(out: Path, cache: str | None, workers: int) -> float:
-    cmd = [sys.executable, "-m", "sim.cli", "run", "--out", str(out), "--no-progress", "--workers", str(workers)]
+def run(out: Path, cache: str | None, workers: int, python: str = sys.executable) -> float:
+    cmd = [python, "-m", "sim.cli", "run", "--out", str(out), "--no-progress", "--workers", str(workers)]
     if cache:
         cmd += ["--embed-cache", cache]
     t0 = time.perf_counter()
@@ -74,17 +82,41 @@ def run(out: Path, cache: str | None, workers: int) -> float:
     return wall
 
 
-def timed(label: str, out: Path, cache: str | None, workers: int) -> float:
+def timed(label: str, out: Path, cache: str | None, workers: int, python: str = sys.executable) -> float:
     before, cpu = load(), cpu_children()
-    wall = run(out, cache, workers)
+    wall = run(out, cache, workers, python)
     # CPU seconds move much less than wall seconds with other work on the machine.
     print(f"{label:5s} {wall:7.1f} s wall  {cpu_children() - cpu:7.1f} s cpu   load average before: {before}   after: {load()}")
     return wall
 
 
+def fresh_install(venv: Path, extras: str) -> tuple[str, float]:
+    """A new virtual environment with this checkout installed as the README installs it;
+    prints the install's wall and CPU seconds and returns the environment's Python and the wall seconds."""
+    before, cpu = load(), cpu_children()
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    proc = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+                           "-c", "constraints.txt", "-e", f".[{extras}]"], cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"pip install failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    wall = time.perf_counter() - t0
+    print(f"install {wall:5.1f} s wall  {cpu_children() - cpu:7.1f} s cpu   (a new venv, pip install --no-compile -c constraints.txt "
+          f"-e '.[{extras}]'; load average before: {before})")
+    # The backend the runs resolve to in that environment (its extras decide what falls back).
+    backend = subprocess.run([python, "-c", "from detectors.embedding_model import resolve_backend; print(resolve_backend())"],
+                             cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    print(f"embedding backend in the new venv: {backend or 'unknown'}")
+    return python, wall
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--warm-only", action="store_true")
+    ap.add_argument("--fresh-install", action="store_true",
+                    help="time a new venv's pip install first, then run everything in that venv")
+    ap.add_argument("--extras", default="embedding", help="the extras --fresh-install installs (default: embedding)")
     ap.add_argument("--workers", type=int, default=0, help="passed to loopbench run (0 = one per core)")
     ap.add_argument("--warm-runs", type=int, default=3, help="warm runs timed; the target is judged on their median")
     ap.add_argument("--keep", type=Path, help="keep the run folders here instead of deleting them")
@@ -92,6 +124,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.warm_runs < 1:
         ap.error("--warm-runs must be at least 1")
+    if args.warm_only and args.fresh_install:
+        ap.error("--warm-only and --fresh-install exclude each other: a fresh install has no warm cache")
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
     from detectors.embedding_model import BACKEND_ENV, resolve_backend
@@ -106,6 +140,10 @@ def main(argv=None) -> None:
     print(f"loopbench run (default suite, all detectors), workers={args.workers or 'one per core'}, cpus={os.cpu_count()}, "
           f"embedding backend {backend}")
     try:
+        python = sys.executable
+        if args.fresh_install:
+            python, install_s = fresh_install(tmp / "venv", args.extras)
+            os.environ["LOOPBENCH_ONNX_DIR"] = str(tmp / "onnx")  # the graph is written as on a new machine
         warm_dirs = [tmp / ("warm" if i == 0 else f"warm-{i + 1}") for i in range(args.warm_runs)]
         if args.warm_only:
             first = tmp / "fill"
@@ -114,13 +152,16 @@ def main(argv=None) -> None:
         else:
             first = tmp / "cold"
             cache = str(tmp / "cache")
-            cold = timed("cold", first, cache, args.workers)
-            warms = [timed("warm", d, cache, args.workers) for d in warm_dirs]
+            cold = timed("cold", first, cache, args.workers, python)
+            warms = [timed("warm", d, cache, args.workers, python) for d in warm_dirs]
             same = {f: (first / f).read_bytes() == (tmp / "warm" / f).read_bytes()
                     for f in ("metrics.csv", "closed_metrics.csv", "closed.csv")}
             print(f"cold/warm ratio x{cold / statistics.median(warms):.1f}; identical cold vs warm: "
                   + ", ".join(f"{f} {'yes' if v else 'NO'}" for f, v in same.items()))
             print(f"cold target <= {COLD_TARGET_S:.0f} s: {'met' if cold <= COLD_TARGET_S else 'NOT met'} ({cold:.1f} s)")
+            if args.fresh_install:
+                print(f"first run from a fresh checkout: install {install_s:.1f} s + cold run {cold:.1f} s = "
+                      f"{install_s + cold:.1f} s")
         if len(warm_dirs) > 1:
             differ = [d.name for d in warm_dirs if (d / "metrics.csv").read_bytes() != (first / "metrics.csv").read_bytes()]
             print(f"every warm run's metrics.csv identical to the first run's: {'yes' if not differ else 'NO: ' + ', '.join(differ)}")
