@@ -27,16 +27,17 @@ nothing. Every run's time is printed, and every warm run's ``metrics.csv`` is co
 the first run's.
 
 ``--fresh-install`` measures a new user's first run, as the README's first command makes it:
-a new virtual environment, ``pip install --no-compile -c constraints.txt -e '.[embedding]'`` into it (timed;
-``--extras`` names others), then the cold run with that environment's Python and an empty ONNX
-directory (``LOOPBENCH_ONNX_DIR``), so the model's graph is written as on a new machine. pip's
-own download cache is used as usual: the install figure is unpacking and linking, not
-downloading (``PIP_NO_CACHE_DIR=1`` in the environment measures the downloads too).
+a new virtual environment, ``pip install -c constraints.txt -e '.[embedding]'`` into it (timed;
+``--extras`` names other extras, ``--no-compile`` adds pip's flag of that name), then the cold
+run with that environment's Python and an empty ONNX directory (``LOOPBENCH_ONNX_DIR``), so
+the model's graph is written as on a new machine. pip's own download cache is used as usual:
+the install figure is unpacking, byte-compiling and linking, not downloading
+(``PIP_NO_CACHE_DIR=1`` in the environment measures the downloads too).
 
 ``--keep DIR`` keeps the run folders (``DIR/cold``, ``DIR/warm``, ``DIR/warm-2`` ...) to compare
 with another checkout's (``cmp``).
 
-Run: python bench/bench_default_suite.py [--warm-only | --fresh-install [--extras embedding]] [--warm-runs N]
+Run: python bench/bench_default_suite.py [--warm-only | --fresh-install [--extras embedding] [--no-compile]] [--warm-runs N]
        [--workers N] [--keep DIR] [--backend NAME]
 """
 from __future__ import annotations
@@ -90,20 +91,21 @@ def timed(label: str, out: Path, cache: str | None, workers: int, python: str = 
     return wall
 
 
-def fresh_install(venv: Path, extras: str) -> tuple[str, float]:
+def fresh_install(venv: Path, extras: str, compile_all: bool = True) -> tuple[str, float]:
     """A new virtual environment with this checkout installed as the README installs it;
     prints the install's wall and CPU seconds and returns the environment's Python and the wall seconds."""
     before, cpu = load(), cpu_children()
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    proc = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-compile",
+    flags = [] if compile_all else ["--no-compile"]
+    proc = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *flags,
                            "-c", "constraints.txt", "-e", f".[{extras}]"], cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"pip install failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
     wall = time.perf_counter() - t0
-    print(f"install {wall:5.1f} s wall  {cpu_children() - cpu:7.1f} s cpu   (a new venv, pip install --no-compile -c constraints.txt "
-          f"-e '.[{extras}]'; load average before: {before})")
+    print(f"install {wall:5.1f} s wall  {cpu_children() - cpu:7.1f} s cpu   (a new venv, pip install {' '.join(flags + [''])}"
+          f"-c constraints.txt -e '.[{extras}]'; load average before: {before})")
     # The backend the runs resolve to in that environment (its extras decide what falls back).
     backend = subprocess.run([python, "-c", "from detectors.embedding_model import resolve_backend; print(resolve_backend())"],
                              cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -117,6 +119,7 @@ def main(argv=None) -> None:
     ap.add_argument("--fresh-install", action="store_true",
                     help="time a new venv's pip install first, then run everything in that venv")
     ap.add_argument("--extras", default="embedding", help="the extras --fresh-install installs (default: embedding)")
+    ap.add_argument("--no-compile", action="store_true", help="--fresh-install with pip's --no-compile")
     ap.add_argument("--workers", type=int, default=0, help="passed to loopbench run (0 = one per core)")
     ap.add_argument("--warm-runs", type=int, default=3, help="warm runs timed; the target is judged on their median")
     ap.add_argument("--keep", type=Path, help="keep the run folders here instead of deleting them")
@@ -126,6 +129,8 @@ def main(argv=None) -> None:
         ap.error("--warm-runs must be at least 1")
     if args.warm_only and args.fresh_install:
         ap.error("--warm-only and --fresh-install exclude each other: a fresh install has no warm cache")
+    if (args.no_compile or args.extras != "embedding") and not args.fresh_install:
+        ap.error("--no-compile and --extras go with --fresh-install")
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
     from detectors.embedding_model import BACKEND_ENV, resolve_backend
@@ -142,7 +147,7 @@ def main(argv=None) -> None:
     try:
         python = sys.executable
         if args.fresh_install:
-            python, install_s = fresh_install(tmp / "venv", args.extras)
+            python, install_s = fresh_install(tmp / "venv", args.extras, compile_all=not args.no_compile)
             os.environ["LOOPBENCH_ONNX_DIR"] = str(tmp / "onnx")  # the graph is written as on a new machine
         warm_dirs = [tmp / ("warm" if i == 0 else f"warm-{i + 1}") for i in range(args.warm_runs)]
         if args.warm_only:
