@@ -215,10 +215,10 @@ class _Prepared:
     a write), so they are derived on first use."""
 
     __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers",
-                 "_args", "_tool", "_normal_json", "_echoes", "_shape")
+                 "_args", "_call_args", "_tool", "_normal_json", "_echoes", "_shape", "_what")
 
     def __init__(self, key: tuple, family: tuple, free: tuple[str, ...], skeleton: int, writes: bool, code: bool,
-                 numbers: frozenset, args: Mapping, tool: str, normal_json: bytes):
+                 numbers: frozenset, args: Mapping, tool: str, normal_json: bytes, call_args: Any):
         self.key = key
         self.family = family
         self.free = free
@@ -228,10 +228,12 @@ class _Prepared:
         self.code = code  # the call carries a command or program text
         self.numbers = numbers  # the numbers in the call's own values, as a result may echo them
         self._args = args
+        self._call_args = call_args  # as the call gave them (``args`` wraps a non-mapping)
         self._tool = tool
         self._normal_json = normal_json
         self._echoes: frozenset | None = None
         self._shape: int | None = None
+        self._what: str | None = None
 
     @property
     def echoes(self) -> frozenset:
@@ -241,6 +243,15 @@ class _Prepared:
                 _norm_text(t[:500]) for v in self._args.values() if isinstance(v, str)
                 for t in ((v,) if v[:1] not in "\"'" and v[-1:] not in "\"'" else (v, v.strip("\"'"))))
         return self._echoes
+
+    @property
+    def what(self) -> str:
+        """The call as an alarm's message names it: ``tool(arguments)``, the arguments cut at 160
+        characters. Calls that share this object have the same tool and arguments up to key order
+        and lists versus tuples, which ``args_text`` does not tell apart either."""
+        if self._what is None:
+            self._what = f"{self._tool}({args_text(self._call_args)[:160]})"
+        return self._what
 
     @property
     def shape(self) -> int:
@@ -388,7 +399,7 @@ class ProgressGuard(Detector):
                 skeleton[str(k)] = v
         return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
                          any(writes(v) for v in code.values()), bool(code), frozenset(_echo_tokens(call.args)),
-                         args, call.tool, normal_json)
+                         args, call.tool, normal_json, call.args)
 
     def _effective_mode(self, tool: str, p: _Prepared) -> str:
         mode = self.mode(tool)
@@ -417,7 +428,7 @@ class ProgressGuard(Detector):
             return allow(evidence)
         tier = "stop" if state.strikes >= self.stop_after else "nudge"
         verdict = Verdict.NUDGE if tier == "nudge" else (Verdict.ESCALATE if self.escalate else Verdict.STOP)
-        what = f"{call.tool}({args_text(call.args)[:160]})"
+        what = p.what
         if tier == "nudge":
             message = (f"Loop guard: {what} {finding.detail}. Repeating it will not give you anything new. "
                        f"Use what you already have, change your approach, or give your best answer now.")

@@ -276,3 +276,26 @@ def test_no_reply_to_a_near_verbatim_repeat_of_an_answered_request_is_enough_sil
     g3.record("WebSurfer", ask, reply)
     g3.record("WebSurfer", again, "")
     assert g3.check("WebSurfer", other).verdict is Verdict.NUDGE
+
+
+def test_an_alarm_names_the_call_as_it_came_whatever_call_was_prepared_first():
+    """The message's ``tool(arguments)`` is made once per distinct call: a repeat with its keys
+    in another order, or a list where the first had a tuple, reads the same, and arguments that
+    are not a mapping are named as given, not as the mapping the guard wraps them in."""
+    from detectors.protocol import Observation, ToolCall
+    from detectors.signature import args_text
+
+    g = ProgressGuard(semantic=False)
+    s = g.start()
+    first = ToolCall("search", {"query": "q3 revenue", "filters": ("2024", "eu")})
+    s = g.record(s, first, g.check(s, first), Observation("[D1] Revenue Q3"))
+    again = ToolCall("search", {"filters": ["2024", "eu"], "query": "q3 revenue"})
+    d = g.check(s, again)
+    assert d.alarm and f"search({args_text(again.args)})" in d.message
+    assert "filters=[\"2024\",\"eu\"], query=\"q3 revenue\"" in d.message
+
+    s = g.start()
+    bare = ToolCall("ping", "host-1")
+    s = g.record(s, bare, g.check(s, bare), Observation("pong from host-1"))
+    d = g.check(s, ToolCall("ping", "host-1"))
+    assert d.alarm and 'ping("host-1")' in d.message and "_=" not in d.message
