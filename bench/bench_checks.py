@@ -13,8 +13,9 @@ Prints, on this machine and Python:
      inflates less), best of --repeat passes, each on a fresh detector;
   5. with --breakdown NAME, only: where progress_guard's check()+record() time goes over that
      suite: calls by whether their arguments and their result text are new to the run, the
-     CPU p50 of each kind, and the same call checked and recorded again at once (an equal
-     call object, so every memo hits: the cost of the state update alone).
+     CPU p50 of each kind, check() alone (what a harness waits for before the tool runs;
+     record() reads the result after it), and the same call checked and recorded again at
+     once (an equal call object, so every memo hits: the cost of the state update alone).
 Run: python bench/bench_checks.py [--quick] [--detectors a,b] [--suite default [--repeat 3]] [--breakdown default]
 """
 from __future__ import annotations
@@ -169,6 +170,7 @@ def breakdown(suite_name: str) -> None:
     kinds: dict[str, list[int]] = {}
     first: list[int] = []
     again: list[int] = []
+    checks: list[int] = []  # check() alone: what a harness waits for before the tool runs
     def step(state, node):
         call, obs = node.call, node.observation
         key = (call.tool, args_key(call.args))
@@ -179,8 +181,10 @@ def breakdown(suite_name: str) -> None:
         seen_texts.add(text)
         t0 = clock()
         decision = det.check(state, call)
+        tc = clock()
         new_state = det.record(state, call, decision, obs)
         t1 = clock()
+        checks.append(tc - t0)
         twin = ToolCall(call.tool, call.args, call.call_id, call.step, call.turn)
         t2 = clock()
         det.record(state, twin, det.check(state, twin), obs)
@@ -198,7 +202,8 @@ def breakdown(suite_name: str) -> None:
     for kind, ns in sorted(kinds.items()):
         p50, p95, mean = quantiles(ns)
         print(f"   {kind:32s} {len(ns) / n:6.1%} {p50:6.1f}us {p95:6.1f}us {mean:6.1f}us")
-    for label, ns in (("all, as run", first), ("the same call again (memos hit)", again)):
+    for label, ns in (("all, as run", first), ("  of which check() alone", checks),
+                      ("the same call again (memos hit)", again)):
         p50, p95, mean = quantiles(ns)
         print(f"   {label:32s} {1:6.0%} {p50:6.1f}us {p95:6.1f}us {mean:6.1f}us")
     from detectors.result_news import ResultText, mask_volatile
