@@ -133,7 +133,7 @@ def main(argv=None) -> None:
         ap.error("--no-compile and --extras go with --fresh-install")
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-    from detectors.embedding_model import BACKEND_ENV, resolve_backend
+    from detectors.embedding_model import BACKEND_ENV, ONNX_DIR_ENV, resolve_backend
 
     if args.backend:
         os.environ[BACKEND_ENV] = args.backend  # the runs inherit it
@@ -148,7 +148,7 @@ def main(argv=None) -> None:
         python = sys.executable
         if args.fresh_install:
             python, install_s = fresh_install(tmp / "venv", args.extras, compile_all=not args.no_compile)
-            os.environ["LOOPBENCH_ONNX_DIR"] = str(tmp / "onnx")  # the graph is written as on a new machine
+            os.environ[ONNX_DIR_ENV] = str(tmp / "onnx")  # the graph is written as on a new machine
         warm_dirs = [tmp / ("warm" if i == 0 else f"warm-{i + 1}") for i in range(args.warm_runs)]
         if args.warm_only:
             first = tmp / "fill"

@@ -209,16 +209,21 @@ class GuardState:
     unanswered_repeat: tuple[tuple[str, int], ...] = ()
 
 
+def _as_mapping(args: Any) -> Mapping:
+    """A call's arguments as a mapping: a bare value is one argument named ``_``."""
+    return args if isinstance(args, dict) or isinstance(args, Mapping) else {"_": args}
+
+
 class _Prepared:
     """What the guard derives from a call's tool and arguments, computed once per distinct
     call. ``echoes`` and ``shape`` are needed only by some calls (a result that lists items,
     a write), so they are derived on first use."""
 
     __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers",
-                 "_args", "_call_args", "_tool", "_normal_json", "_echoes", "_shape", "_what")
+                 "_call_args", "_tool", "_normal_json", "_echoes", "_shape", "_what")
 
     def __init__(self, key: tuple, family: tuple, free: tuple[str, ...], skeleton: int, writes: bool, code: bool,
-                 numbers: frozenset, args: Mapping, tool: str, normal_json: bytes, call_args: Any):
+                 numbers: frozenset, call_args: Any, tool: str, normal_json: bytes):
         self.key = key
         self.family = family
         self.free = free
@@ -227,8 +232,7 @@ class _Prepared:
         self.writes = writes  # a command or snippet that changes files or the environment
         self.code = code  # the call carries a command or program text
         self.numbers = numbers  # the numbers in the call's own values, as a result may echo them
-        self._args = args
-        self._call_args = call_args  # as the call gave them (``args`` wraps a non-mapping)
+        self._call_args = call_args  # as the call gave them
         self._tool = tool
         self._normal_json = normal_json
         self._echoes: frozenset | None = None
@@ -240,7 +244,7 @@ class _Prepared:
         """The call's own text values, as a result may list them back."""
         if self._echoes is None:
             self._echoes = frozenset(
-                _norm_text(t[:500]) for v in self._args.values() if isinstance(v, str)
+                _norm_text(t[:500]) for v in _as_mapping(self._call_args).values() if isinstance(v, str)
                 for t in ((v,) if v[:1] not in "\"'" and v[-1:] not in "\"'" else (v, v.strip("\"'"))))
         return self._echoes
 
@@ -378,7 +382,7 @@ class ProgressGuard(Detector):
 
     # -- what a call is -----------------------------------------------------------------
     def _prepare_uncached(self, call: ToolCall) -> _Prepared:
-        args = call.args if isinstance(call.args, dict) or isinstance(call.args, Mapping) else {"_": call.args}
+        args = _as_mapping(call.args)
         # Code and commands: cosmetic edits are formatting, a changed computation is a new
         # call (never a "rewording"), and the text says whether the call writes.
         command_tool = self.mode(call.tool) == "command"
@@ -399,7 +403,7 @@ class ProgressGuard(Detector):
                 skeleton[str(k)] = v
         return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
                          any(writes(v) for v in code.values()), bool(code), frozenset(_echo_tokens(call.args)),
-                         args, call.tool, normal_json, call.args)
+                         call.args, call.tool, normal_json)
 
     def _effective_mode(self, tool: str, p: _Prepared) -> str:
         mode = self.mode(tool)
