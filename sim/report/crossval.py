@@ -113,7 +113,7 @@ def _with_pool(per_corpus: np.ndarray) -> np.ndarray:
     return np.concatenate([per_corpus, per_corpus.sum(axis=-2, keepdims=True)], axis=-2)
 
 
-def _folds(pf: np.ndarray, d_idx: int, std) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def fold_totals(pf: np.ndarray, d_idx: int, std) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """From per-corpus totals ``(..., C, V, k)``: (as-run, in-sample, held-out totals ``(..., C + 1, k)``,
     held-out picks ``(..., C)``, in-sample pick ``(...)``). The held-out pick for a corpus is made on
     the sum of the other corpora (:func:`heldout_totals`), so it never sees that corpus."""
@@ -150,8 +150,8 @@ def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: st
         else:  # no stored trace to re-score from: as run
             x = episode_totals(by_det[det], index, data.delta)[:, None, :]
             (point, rounds_t), param, values, d_idx = boot.family_totals(x), None, [None], 0
-        ar_p, in_p, ho_p, pick_out, pick_in = _folds(point, d_idx, std)
-        ar_r, in_r, ho_r, _, _ = _folds(rounds_t, d_idx, std)
+        ar_p, in_p, ho_p, pick_out, pick_in = fold_totals(point, d_idx, std)
+        ar_r, in_r, ho_r, _, _ = fold_totals(rounds_t, d_idx, std)
         folds[det] = _Folds(param, values, d_idx, pick_in, pick_out, (ar_p, ar_r), (in_p, in_r), (ho_p, ho_r))
     ref = reference if reference in folds else None
     cv = CrossVal(corpora, reference=ref, rounds=rounds, seed=seed)
