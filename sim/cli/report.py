@@ -17,8 +17,11 @@ from sim.cli.app import LoopbenchError, main
               help="A run on real traces (e.g. --suite real-dev): compare its ranking with the first run's.")
 @click.option("--cv", "cv", type=click.Choice(["corpus"]), default=None,
               help="On a run over real traces: leave-one-corpus-out (cv.csv and a report section).")
+@click.option("--cv-param", "cv_params", multiple=True,
+              help="With --cv corpus: DETECTOR.PARAM=V1,V2,... also chosen per fold, each value re-simulated over the "
+                   "run's episodes (repeatable; several for one detector make a grid).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, as_json) -> None:
+def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, cv_params, as_json) -> None:
     """Write report.md, report.html, plots/ and the interval, paired, threshold and Δ tables.
 
     Several RUN_DIRs (for example the same suite at several seeds) are pooled: their
@@ -29,14 +32,24 @@ def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, as_json) -> None:
     """
     from sim.config.runfolder import RunFolderError
     from sim.report.crossval import CrossValError, cv_text
+    from sim.tuning.params import TuningError
+
+    if cv_params and (cv is None or len(run_dirs) > 1):
+        raise LoopbenchError("--cv-param needs --cv corpus and one run folder")
+
+    def grids(data):
+        from sim.tuning.loco import cv_grids, parse_cv_params
+
+        return cv_grids(data.dirs[0], data.specs, parse_cv_params(cv_params, data.specs), data.delta)
     from sim.report.full import write_report
 
     if len(run_dirs) > 1 and out is None:
         raise LoopbenchError("pooling several run folders needs --out DIR for the report")
     try:
         summary = write_report(run_dirs, out, rounds=rounds, seed=seed, transfer_run=transfer_run,
-                               log=lambda m: click.echo(f"loopbench: {m}", err=True), cv=cv)
-    except (FileNotFoundError, RunFolderError, CrossValError) as exc:
+                               log=lambda m: click.echo(f"loopbench: {m}", err=True), cv=cv,
+                               cv_grids=grids if cv_params else None)
+    except (FileNotFoundError, RunFolderError, CrossValError, TuningError) as exc:
         raise LoopbenchError(str(exc)) from None
     crossval = summary.pop("cv", None)
     if crossval is not None:

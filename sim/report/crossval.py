@@ -23,12 +23,12 @@ bootstrap seed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from sim.report.analysis import RunData, outcome_objects, swept_totals
-from sim.scoring.outcomes import load_profiles
+from sim.scoring.outcomes import Outcome, load_profiles
 from sim.scoring.thresholds import heldout_totals, pick_best, take
 from sim.scoring.uncertainty import FIELDS, Bootstrap, episode_totals, metrics_from_totals, percentile_interval, score_from_totals
 
@@ -126,9 +126,23 @@ def fold_totals(pf: np.ndarray, d_idx: int, std) -> tuple[np.ndarray, np.ndarray
     return _with_pool(as_run), _with_pool(in_sample), _with_pool(heldout), pick_out, pick_in
 
 
+@dataclass
+class Grid:
+    """A detector's outcomes at every cell of a parameter grid (re-simulated by
+    :mod:`sim.tuning.loco`): chosen per fold like a threshold, instead of its stored scores."""
+
+    param: str  # the swept names, comma-joined
+    values: list[str]  # each cell as text
+    default_index: int  # the cell the run used
+    outcomes: list[list[Outcome]]
+
+
 def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: str = REFERENCE,
-              detectors: Sequence[str] | None = None) -> CrossVal:
-    """The leave-one-corpus-out table of a run on real traces (see the module docstring)."""
+              detectors: Sequence[str] | None = None, grids: Mapping[str, Grid] | None = None) -> CrossVal:
+    """The leave-one-corpus-out table of a run on real traces (see the module docstring).
+
+    ``grids`` maps a detector to a parameter grid to choose per fold in place of its threshold.
+    """
     corpora = check_run(data)
     _, profiles = load_profiles()
     std = profiles["standard"]
@@ -144,7 +158,11 @@ def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: st
     folds: dict[str, _Folds] = {}
     for det in dets:
         by_det = {det: outcome_objects(out[out["detector"] == det])}
-        if data.units and det in cgroups:
+        if grids and det in grids:
+            g = grids[det]
+            x = np.stack([episode_totals(o, index, data.delta) for o in g.outcomes], axis=1)  # (N, V, k)
+            (point, rounds_t), param, values, d_idx = boot.family_totals(x), g.param, g.values, g.default_index
+        elif data.units and det in cgroups:
             st = swept_totals(data, boot, cgroups, by_det, index, errors, det)
             point, rounds_t, param, values, d_idx = st.point, st.rounds, st.param, st.values, st.default_index
         else:  # no stored trace to re-score from: as run

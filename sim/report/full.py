@@ -12,13 +12,13 @@ import base64
 import html
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
 from sim.report.transfer import TRANSFER_COLUMNS, plot_transfer, run_scores, summary_text, transfer
 from sim.report.analysis import Analysis, analyse, load_runs
-from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, check_run, corpus_cv
+from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, Grid, check_run, corpus_cv
 from scenarios.files import atomic_write
 from sim.files import write_csv
 from sim.heap import no_full_collections
@@ -284,7 +284,7 @@ def _params(params: dict) -> str:
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, *, rounds: int = 1000, seed: int = 0,
                  log: Callable[[str], None] = lambda s: None, transfer_run: str | Path | None = None,
-                 cv: str | None = None) -> dict[str, Any]:
+                 cv: str | None = None, cv_grids: Callable[[Any], Mapping[str, Grid]] | None = None) -> dict[str, Any]:
     """Analyse run folder(s) and write the tables, plots, ``report.md`` and ``report.html`` into ``out``.
 
     ``out`` defaults to the (first) run folder. The CSV tables are written before any plot
@@ -292,19 +292,23 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
     traces) the report also compares the two rankings (``transfer.csv``, a section and a plot).
     With ``cv="corpus"`` (a run on real traces) it adds leave-one-corpus-out (``cv.csv`` and a
     section, :mod:`sim.report.crossval`); a run that cannot be split by corpus raises
-    :class:`sim.report.crossval.CrossValError` before anything is written.
+    :class:`sim.report.crossval.CrossValError` before anything is written. ``cv_grids(data)``
+    returns parameter grids to choose per fold as well (:mod:`sim.tuning.loco`).
     """
     with no_full_collections():  # the runs' rows and traces stay loaded to the end (``sim.heap``)
-        return _write_report(run_dirs, out, rounds, seed, log, transfer_run, cv)
+        return _write_report(run_dirs, out, rounds, seed, log, transfer_run, cv, cv_grids)
 
 
 def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds: int, seed: int,
-                  log: Callable[[str], None], transfer_run: str | Path | None, cv: str | None = None) -> dict[str, Any]:
+                  log: Callable[[str], None], transfer_run: str | Path | None, cv: str | None = None,
+                  cv_grids: Callable[[Any], Mapping[str, Grid]] | None = None) -> dict[str, Any]:
     from sim.report.plots import write_plots
 
     data = load_runs(run_dirs)
+    grids = None
     if cv is not None:
         check_run(data)  # refuse before the long part
+        grids = cv_grids(data) if cv_grids is not None else None
     out = Path(out) if out is not None else data.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
     an = analyse(data, rounds=rounds, seed=seed)
@@ -321,7 +325,7 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         moved = (real_dir, rows, summary)
     crossval = None
     if cv is not None:
-        crossval = corpus_cv(data, rounds=rounds, seed=seed)
+        crossval = corpus_cv(data, rounds=rounds, seed=seed, grids=grids)
         write_csv(out / "cv.csv", crossval.rows, CV_COLUMNS)
     plots = write_plots(an, out / "plots", log)
     doc = build_doc(an, plots, out)

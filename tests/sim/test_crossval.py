@@ -173,3 +173,39 @@ def test_family_names_from_traces_are_escaped_in_the_report(tmp_path):
     assert "<script>" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page and "b&amp;b" in page
     assert set(pd.read_csv(run / "cv.csv", keep_default_na=False)["corpus"]) == {evil, "b&b", POOLED}
+
+
+def test_cv_param_chooses_a_re_simulated_default_per_fold(real_run, tmp_path):
+    """A non-threshold default (progress_guard.same_error_limit) chosen on the other corpus,
+    checked against separate `loopbench run`s of that corpus alone at each value."""
+    out = tmp_path / "rep"
+    r = invoke("report", str(real_run), "--cv", "corpus", "--rounds", "20", "--out", str(out),
+               "--cv-param", "progress_guard.same_error_limit=1,2,4")
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(out / "cv.csv", keep_default_na=False, dtype={c: str for c in ("value_as_run", "value_in_sample", "value_heldout")})
+    score = df[(df.detector == "progress_guard") & (df.metric == "score_standard")].set_index("corpus")
+    assert set(score["param"]) == {"same_error_limit"}
+    tau = {}
+    for v in (1, 2, 4):
+        run = tmp_path / f"tau{v}"
+        r = invoke("run", "--suite", "real-dev", "--families", "tau_bench_airline", "--detectors", "progress_guard",
+                   "--param", f"progress_guard.same_error_limit={v}", "--out", str(run), "--no-progress", "--no-report")
+        assert r.exit_code == 0, r.output
+        m = pd.read_csv(run / "metrics.csv")
+        tau[v] = float(m[m.family == "tau_bench_airline"]["score_standard"].iloc[0])
+    best = max(tau, key=tau.get)
+    assert list(tau.values()).count(tau[best]) == 1, tau  # a unique optimum on τ-bench
+    # ReAct held out gets the value τ-bench chose; τ-bench as run is its default (2).
+    assert score.loc["react_hotpotqa", "value_heldout"] == str(best)
+    assert score.loc["tau_bench_airline", "value_as_run"] == "2"
+    assert float(score.loc["tau_bench_airline", "as_run"]) == pytest.approx(tau[2], abs=1e-4)
+    assert float(score.loc["tau_bench_airline", "in_sample"]) == pytest.approx(tau[int(score.loc["tau_bench_airline", "value_in_sample"])], abs=1e-4)
+
+
+def test_cv_param_errors_are_one_line(real_run):
+    for args, words in ((["--cv-param", "progress_guard.patience=2,3"], "needs --cv corpus"),
+                        (["--cv", "corpus", "--cv-param", "nobody.patience=2"], "did not score a detector 'nobody'"),
+                        (["--cv", "corpus", "--cv-param", "no_progress.threshold=2"], "has no parameter 'threshold'"),
+                        (["--cv", "corpus", "--cv-param", "exact"], "expected DETECTOR.PARAM=V1,V2")):
+        r = CliRunner().invoke(main, ["report", str(real_run), *args])
+        assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, (args, r.output)
