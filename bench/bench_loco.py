@@ -7,13 +7,17 @@ code as ``loopbench report RUN --cv corpus`` — and prints, per detector and co
 
 - **dev**: the run as it is (each detector at the values it shipped with, which were derived
   on these very traces);
+- **in-sample** (score only): the threshold chosen on all corpora, the scored one included;
 - **LOCO**: the threshold chosen on the other corpora, scored on the held-out one;
 
 each as score / recall / early rate / FAR / recall − FAR, the threshold both ways, then the
-pair's held-out paired bootstrap intervals (A − B) per corpus and pooled.
+pair's held-out paired bootstrap intervals (A − B) per corpus and pooled. ``--cv-param``
+also chooses a non-threshold default per fold (``sim.tuning.loco``: each value re-simulated
+over the run's episodes), as ``loopbench report --cv corpus --cv-param`` does.
 
     python bench/bench_loco.py [--run RUN_DIR | --out RUN_DIR] [--corpus DIR] [--detectors a,b]
-                               [--pair progress_guard,exact] [--rounds 1000] [--seed 0]
+                               [--pair progress_guard,exact] [--cv-param DET.PARAM=V1,V2 ...]
+                               [--rounds 1000] [--seed 0]
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from sim.report.analysis import load_runs  # noqa: E402
 from sim.report.crossval import POOLED, corpus_cv  # noqa: E402
+from sim.tuning.loco import cv_grids, parse_cv_params  # noqa: E402
 
 #: Where the shared corpora sit beside a checkout (main) or a worktree (one level deeper).
 CORPUS_CANDIDATES = (ROOT.parent / "shared" / "corpora" / "real", ROOT.parent.parent / "shared" / "corpora" / "real")
@@ -67,6 +72,8 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=None, help="Local copy of the corpora (Who&When). [default: ../shared]")
     ap.add_argument("--detectors", default=None, help="Comma-separated detectors. [default: all in the run]")
     ap.add_argument("--pair", default="progress_guard,exact", help="A,B: held-out A − B with paired intervals.")
+    ap.add_argument("--cv-param", action="append", default=[],
+                    help="DETECTOR.PARAM=V1,V2,...: a default also chosen per fold, re-simulated per value (repeatable).")
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -81,20 +88,28 @@ def main() -> None:
     t0 = time.perf_counter()
     data = load_runs([run_dir])
     dets = args.detectors.split(",") if args.detectors else None
-    cv = corpus_cv(data, rounds=args.rounds, seed=args.seed, reference=b, detectors=dets)
+    grids = None
+    if args.cv_param:
+        grids = cv_grids(run_dir, data.specs, parse_cv_params(args.cv_param, data.specs), data.delta)
+        print(f"--cv-param: {', '.join(f'{d} {g.param} ({len(g.values)} cells)' for d, g in grids.items())} "
+              f"re-simulated in {time.perf_counter() - t0:.1f} s")
+    cv = corpus_cv(data, rounds=args.rounds, seed=args.seed, reference=b, detectors=dets, grids=grids)
     seconds = time.perf_counter() - t0
     n_eps = data.outcomes["episode"].nunique()
     print(f"run folder: {run_dir} ({n_eps} episodes; corpora: {', '.join(cv.corpora)})")
     print(f"leave-one-corpus-out: {args.rounds} bootstrap rounds (seed {args.seed}), {seconds:.1f} s\n")
-    head = ["detector", "corpus", "thr dev→LOCO"] + [f"dev {n}" for _, n, _, _ in SHOWN] + [f"LOCO {n}" for _, n, _, _ in SHOWN]
+    head = (["detector", "corpus", "value dev→in-sample→LOCO"] + [f"dev {n}" for _, n, _, _ in SHOWN] + ["in-sample score"]
+            + [f"LOCO {n}" for _, n, _, _ in SHOWN])
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for det in cv.detectors():
         for corpus in cv.corpora + [POOLED]:
             rows = {m: cv.get(det, corpus, m) for m, *_ in SHOWN}
             r0 = rows["score_standard"]
-            thr = "–" if not r0["param"] else f"{r0['value_as_run']}→{r0['value_heldout'] or '(per corpus)'}"
-            cells = [_f(rows[m]["as_run"], d) for m, _, d, _ in SHOWN] + [_f(rows[m]["heldout"], d) for m, _, d, _ in SHOWN]
+            thr = ("–" if not r0["param"] else
+                   f"{r0['param']} {r0['value_as_run']}→{r0['value_in_sample']}→{r0['value_heldout'] or '(per corpus)'}")
+            cells = ([_f(rows[m]["as_run"], d) for m, _, d, _ in SHOWN] + [_f(r0["in_sample"], 1)]
+                     + [_f(rows[m]["heldout"], d) for m, _, d, _ in SHOWN])
             print(f"| {det} | {corpus} | {thr} | " + " | ".join(cells) + " |")
     if cv.reference and a in cv.detectors():
         print(f"\nheld-out {a} − {b}, paired bootstrap 95% intervals (≠0: the interval excludes 0)")
