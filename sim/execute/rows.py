@@ -17,10 +17,12 @@ from sim.scoring.outcomes import (VERDICT_TEXT, Outcome, ScoringUnits, advisory_
 
 CALL_COLUMNS = ["detector", "episode", "family", "call_id", "node", "call_index", "depth", "tool", "score", "verdict",
                 "label_loop", "label_kind"]
-EPISODE_COLUMNS = ["detector", "episode", "family", "unit", "outcome", "onset", "first_alarm", "delay", "late", "error"]
+EPISODE_COLUMNS = ["detector", "episode", "family", "unit", "outcome", "onset", "first_alarm", "delay", "late", "error",
+                   "run_outcome", "persistence", "to_end", "severity"]
 METRIC_COLUMNS = ["detector", "family", "episodes", "tn", "fp", "early", "tp", "miss", "late", "errors",
                   "false_alarm_rate", "miss_rate", "early_rate", "recall", "precision", "f1", "median_delay",
-                  "mean_delay", "alarms_per_1k", "score_standard", "score_low_FP", "score_low_FN"]
+                  "mean_delay", "alarms_per_1k", "score_standard", "score_low_FP", "score_low_FN",
+                  "recall_runaway", "recall_blip"]
 TIMING_COLUMNS = ["detector", "mode", "checks", "p50_us", "p95_us", "mean_us", "total_s", "model_calls", "cache_hit_rate"]
 _OUTCOME_FIELDS = tuple(f.name for f in fields(Outcome))
 CLOSED_COLUMNS = ["detector", "episode", "family", "ended", "success", "executed", "wasted_calls", "wasted_spend",
