@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable
 
 from detectors.protocol import UNRECORDED, Message, Observation, ToolCall
 from scenarios.files import atomic_file
+from scenarios.severity import SEVERITY_KEY
 from scenarios.outcome import FAILURE, SECTION_OUTCOMES, UNKNOWN, call_at_step, from_reward, history_step, outcome_meta
 from scenarios.trace import dumps_events, episode_events, loads_trace
 from scenarios.tree import Episode, Label, ThinkNode, ToolNode
@@ -41,6 +42,9 @@ from scenarios.tree import Episode, Label, ThinkNode, ToolNode
 SUITES = {"real-dev": "real-dev-labels.json"}
 #: The converted traces shipped for each suite (τ-bench and ReAct only).
 SHIPPED = {"real-dev": "real-dev.jsonl.gz"}
+
+#: The severities proposed for each suite's loops (``scenarios.real_severity`` builds them).
+SEVERITIES = {"real-dev": "real-dev-severity.json"}
 
 #: Labels-file source -> the family name the suite reports it under.
 FAMILIES = {
@@ -482,7 +486,44 @@ def load_suite(name: str = "real-dev", corpus_dir: str | Path | None = None, *,
                 out.skipped_sources[t["source"]] = out.skipped_sources.get(t["source"], 0) + 1
     order = {s: i for i, s in enumerate(FAMILIES)}
     out.episodes.sort(key=lambda e: (order[e.meta["source"]], e.id))
+    if labels_path is None:
+        attach_severities(name, out.episodes, out.problems)
     return out
+
+
+def label_onset(ep: Episode) -> int | None:
+    """The labelled onset of a real episode: its first call labelled ``loop: true``."""
+    return next((i for i, n in enumerate(ep.tool_nodes()) if n.label is not None and n.label.loop), None)
+
+
+def load_severities(name: str) -> dict[str, dict]:
+    """The suite's proposed severities by ``calls_sha1`` (empty when it has none)."""
+    if name not in SEVERITIES or not _data(SEVERITIES[name]).is_file():
+        return {}
+    doc = json.loads(_data(SEVERITIES[name]).read_text(encoding="utf-8"))
+    return {t["calls_sha1"]: t for t in doc["traces"]}
+
+
+def attach_severities(name: str, episodes: Iterable[Episode], problems: list[str]) -> None:
+    """Put each looping episode's proposed severity into ``meta["severity"]`` (SPEC §11).
+
+    The hand labels mark every call from the onset on, so they do not say how long a loop
+    lasts; the severities file does, for the onset the labels name. An entry proposed for
+    another onset is reported and left out, never applied to a loop it was not judged on.
+    """
+    found = load_severities(name)
+    if not found:
+        return
+    for ep in episodes:
+        onset = label_onset(ep)
+        entry = found.get(ep.meta.get("calls_sha1", ""))
+        if onset is None or entry is None:
+            continue
+        if entry.get("onset") != onset:
+            problems.append(f"{SEVERITIES[name]}: episode {ep.id}: severity proposed for onset {entry.get('onset')}, "
+                            f"the label's onset is {onset}; not used")
+            continue
+        ep.meta[SEVERITY_KEY] = {k: entry[k] for k in ("persistence", "to_end", "severity", "source")}
 
 
 class RealSuiteWarning(UserWarning):

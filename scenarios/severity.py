@@ -33,14 +33,20 @@ class Severity:
         return RUNAWAY if self.persistence >= RUNAWAY_PERSISTENCE or self.to_end else BLIP
 
 
-def severity(redundant: Sequence[bool], onset: int) -> Severity:
+def severity(redundant: Sequence[bool | None], onset: int) -> Severity:
     """The severity of the loop starting at path position ``onset``, given which calls of the
-    path are redundant (``redundant[onset]`` is the onset itself and should be true)."""
+    path are redundant (``redundant[onset]`` is the onset itself and should be true).
+
+    ``None`` marks a call that asks the world nothing (a ``think`` note): it neither
+    continues the loop nor ends it, and is not counted.
+    """
     if not 0 <= onset < len(redundant):
         raise ValueError(f"onset {onset} is outside a path of {len(redundant)} calls")
     run = 0
     for flag in redundant[onset:]:
+        if flag is None:
+            continue
         if not flag:
-            break
+            return Severity(run, False)
         run += 1
-    return Severity(run, onset + run == len(redundant))
+    return Severity(run, True)
