@@ -43,10 +43,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from detectors.protocol import result_known
 from scenarios import realsuite
@@ -93,6 +95,30 @@ _WORD = re.compile(r"\d+(?:[.:,/-]\d+)*|\w+", re.UNICODE)
 _IDENT = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9_\-.]{4,}$")
 _ID_KEY = re.compile(r"(^|[_\-])(id|ids)$|[a-z](Id|Ids|ID)$", re.I)
 _COMMENT = re.compile(r"(?m)\s*(#|//).*$")
+
+
+#: The thresholds above that a calibration may choose (``bench/bench_label.py --loco`` picks
+#: them on the other corpora): name -> shipped value.
+THRESHOLDS = ("PARAPHRASE_JACCARD", "LONG_PARAPHRASE_JACCARD", "NUDGE_RATIO", "NOISE_SHARE", "PLACE_NOISE_SHARE",
+              "NOISE_MIN_WORDS", "HEAD_WORDS")
+
+
+@contextmanager
+def thresholds(**values: float) -> Iterator[None]:
+    """Label with other values of :data:`THRESHOLDS` inside the block (a calibration's
+    candidates); the shipped values come back after it."""
+    unknown = set(values) - set(THRESHOLDS)
+    if unknown:
+        raise ValueError(f"not a labeller threshold: {', '.join(sorted(unknown))}")
+    module = sys.modules[__name__]
+    saved = {k: getattr(module, k) for k in values}
+    try:
+        for k, v in values.items():
+            setattr(module, k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(module, k, v)
 
 
 # -- text helpers --------------------------------------------------------------------------

@@ -229,3 +229,16 @@ def test_every_shipped_real_dev_episode_has_an_outcome_and_every_loop_a_severity
         assert (unit.persistence, unit.to_end, unit.severity) == (sev["persistence"], sev["to_end"], sev["severity"])
     # The hand labels mark every call from the onset on; without the proposal every loop would read "to the end".
     assert any(not ep.meta["severity"]["to_end"] for ep in loops)
+
+
+def test_labeller_thresholds_can_be_set_for_a_block_and_come_back():
+    from scenarios import labeling
+
+    ep = linear_episode("p", [("search", {"q": "red big apples"}, "none"), ("search", {"q": "big red apples now"}, "none")])
+    assert propose(ep)[1].loops  # a paraphrase at the shipped bar (Jaccard 0.75 >= 0.5)
+    with labeling.thresholds(PARAPHRASE_JACCARD=0.9):
+        assert labeling.PARAPHRASE_JACCARD == 0.9 and not propose(ep)[1].loops
+    assert labeling.PARAPHRASE_JACCARD == 0.5 and propose(ep)[1].loops
+    with pytest.raises(ValueError, match="not a labeller threshold: SHINGLE"):
+        with labeling.thresholds(SHINGLE=2):
+            pass
