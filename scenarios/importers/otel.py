@@ -35,6 +35,19 @@ own (its traces go to OpenAI's dashboard, or to OTel through an instrumentation)
 the OTel instrumentations of it (OpenInference, Logfire, OpenLIT) emit the TOOL /
 ``execute_tool`` spans read here.
 
+Outcome and tokens (SPEC §11):
+
+- the run's ``meta["outcome"]`` is the root span's status: ERROR (or ``error.type``) is a
+  ``failure``, OK a ``success``, UNSET ``unknown``. OK says the run ended without an error,
+  not that the task was solved; a harness that knows more should set the status so;
+- a tool call's ``tokens`` are those of the model turn that issued it: each model span
+  (``gen_ai.operation.name`` chat / text_completion / generate_content, or an OpenInference
+  ``LLM`` span) with ``gen_ai.usage.input_tokens`` + ``output_tokens`` (or the older
+  ``prompt_tokens`` / ``completion_tokens``, or OpenInference ``llm.token_count.*``) gives
+  them to the first tool call that starts after it ended; model turns after the last call
+  (the final answer) go to the last call, so the calls' tokens sum to the trace's. A tool
+  span with usage of its own keeps that. A trace with no usage at all records none (0).
+
 A trace without tool spans is skipped with a problem line; a file that is OTLP
 protobuf, or whose documents hold no tool span at all, gets one clear line. A malformed
 document or span is reported with its line and skipped; the good traces are imported.
@@ -47,6 +60,7 @@ from typing import Any, Iterator
 
 import orjson
 
+from scenarios.outcome import FAILURE, OUTCOME_KEY, SUCCESS, UNKNOWN
 from scenarios.trace import iter_lines, loads_json
 from scenarios.tree import Episode
 
@@ -63,6 +77,13 @@ RESULT_KEYS = ("gen_ai.tool.call.result", "gen_ai.tool.output", "output.value")
 CALL_EVENTS = frozenset({"gen_ai.choice", "gen_ai.assistant.message"})
 RESULT_EVENT = "gen_ai.tool.message"
 STATUS_ERROR = (2, "STATUS_CODE_ERROR")
+STATUS_OK = (1, "STATUS_CODE_OK")
+#: Spans of one model call: where a trace records the tokens a turn spent.
+MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+#: (input, output) usage attributes, newest convention first; OpenInference's last.
+USAGE_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
+              ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),
+              ("llm.token_count.prompt", "llm.token_count.completion"))
 
 
 @dataclass
@@ -100,6 +121,20 @@ class Span:
     @property
     def failed(self) -> bool:
         return self.status_code in STATUS_ERROR or "error.type" in self.attrs
+
+    @property
+    def is_model(self) -> bool:
+        return self.operation in MODEL_OPERATIONS or str(self.attrs.get("openinference.span.kind", "")).upper() == "LLM"
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the span records (input + output), 0 when it records none."""
+        for keys in USAGE_KEYS:
+            vals = [self.attrs.get(k) for k in keys]
+            nums = [int(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0]
+            if nums:
+                return sum(nums)
+        return 0
 
 
 class _BadSpan(Exception):
@@ -335,6 +370,7 @@ def build_episode(trace_id: str, spans: list[Span], path: Path, report: Report, 
     meta: dict[str, Any] = {"trace_id": trace_id}
     if root is not None and root.name:
         meta["root_span"] = root.name
+    meta[OUTCOME_KEY] = _outcome(root)
     b = EpisodeBuilder(unique_id(seen, trace_id), FORMAT, path, **meta)
 
     # Per agent context: its calls so far as (span, node id), in start order.
@@ -380,7 +416,32 @@ def build_episode(trace_id: str, spans: list[Span], path: Path, report: Report, 
             b.unrecorded(node, failed)
         chain.append((sp, node.id))
         node_of[sp.span_id] = node.id
+    for node, spent in zip(b.ep.tool_nodes(), call_tokens(tools, spans)):
+        node.tokens = spent
     return b.ep
+
+
+def _outcome(root: Span | None) -> str:
+    if root is None:
+        return UNKNOWN
+    if root.failed:
+        return FAILURE
+    return SUCCESS if root.status_code in STATUS_OK else UNKNOWN
+
+
+def call_tokens(tools: list[Span], spans: list[Span]) -> list[int]:
+    """Tokens per tool span (in ``tools``' order): its own usage, else that of the model turns
+    that issued it (ended at or before its start, after the previous call's start); the model
+    turns after the last call go to the last call."""
+    out = [sp.tokens for sp in tools]
+    if not tools:
+        return out
+    starts = [sp.start for sp in tools]
+    for model in sorted((sp for sp in spans if sp.is_model and not sp.is_tool and sp.tokens), key=lambda s: (s.end, s.order)):
+        k = next((i for i, t in enumerate(starts) if t >= model.end), len(tools) - 1)
+        if not tools[k].tokens:
+            out[k] += model.tokens
+    return out
 
 
 def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:

@@ -125,8 +125,21 @@ def outcome_objects(df: pd.DataFrame) -> list[Outcome]:
                            None if pd.isna(r.onset) else int(r.onset),
                            None if pd.isna(r.first_alarm) else int(r.first_alarm),
                            None if pd.isna(r.delay) else int(r.delay), bool(r.late) if not pd.isna(r.late) else False,
-                           None if pd.isna(r.error) or r.error == "" else str(r.error)))
+                           None if pd.isna(r.error) or r.error == "" else str(r.error),
+                           **_severity_fields(r)))
     return res
+
+
+def _severity_fields(r) -> dict:
+    """A row's run outcome and loop severity, where its ``episodes.csv`` has them (older runs do not)."""
+    out = {}
+    run = getattr(r, "run_outcome", None)
+    if isinstance(run, str) and run:
+        out["run_outcome"] = run
+    sev = getattr(r, "severity", None)
+    if isinstance(sev, str) and sev:
+        out["severity"] = sev
+    return out
 
 
 def label_loop(series: pd.Series) -> list:
