@@ -28,6 +28,7 @@ from sim.files import write_csv, write_json, write_lines
 from sim.heap import frozen, no_full_collections
 from sim.play.harness import Tape, generate
 from sim.play.watchdog import Watchdog
+from sim.scoring.deploy import write_deploy
 from sim.scoring.outcomes import load_profiles, units_by_id
 from sim.scoring.trace_units import keep_trace_units
 
@@ -171,6 +172,7 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     if closed_m:
         write_csv(out / "closed_metrics.csv", closed_m, CLOSED_METRIC_COLUMNS)
         write_csv(out / "closed.csv", closed_e, CLOSED_COLUMNS)
+    write_deploy(out)  # from the files just written, as `loopbench report` recomputes it
     manifest = build_manifest(
         "run", config.resolved(), config.detectors, [det for _, det in built], profiles_version=profiles_version,
         profiles=profiles, seeds={"suite": config.seed}, episodes=len(episodes),
