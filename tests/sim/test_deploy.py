@@ -85,3 +85,42 @@ def test_outcome_from_an_uninterrupted_closed_loop_play(run: Path) -> None:
         ["g", "f2", "fam", "gave_up", "False", 6, 1, 0, 1, 0, 0, 0, 0, 0, ""]])
     m = _metrics(write_deploy(run, rounds=50))
     assert m["successes_stopped"]["value"] == 0.5 and m["failures_stopped"]["of"] == 2
+
+
+def test_a_closed_loop_run_has_the_no_guard_row_and_a_deploy_csv(tmp_path: Path) -> None:
+    from scenarios.suites import load_suite
+    from sim.config.spec import DetectorSpec, RunConfig
+    from sim.execute.runner import run as run_suite
+    from sim.report.deploy_view import closed_view
+
+    out = tmp_path / "run"
+    cfg = RunConfig(suite=load_suite("quick"), detectors=[DetectorSpec("exact", "exact")], families=["stale", "cycle"],
+                    episodes=2, seed=0, mode="both", out=str(out), progress=False)
+    run_suite(cfg)
+    closed = read_table(out / "closed.csv")
+    assert sorted(set(closed["detector"])) == ["exact", "no_guard"]
+    assert (closed[closed.detector == "no_guard"][["nudge", "prune", "escalate", "stop"]].to_numpy() == 0).all()
+    view = {r["detector"]: r for r in closed_view(closed)}
+    assert view["no_guard"]["success_change"] == 0.0 and view["no_guard"]["spend_saved"] == 0.0
+    deploy = read_table(out / "deploy.csv")
+    assert set(deploy["detector"]) == {"exact"}
+    # synthetic episodes: the outcome comes from the unguarded closed-loop play, so halts are measured
+    runs = deploy[deploy.metric.isin(["successes_stopped", "failures_stopped"])]
+    assert "run outcome unknown for every episode" not in set(runs["note"])
+    assert runs["of"].fillna(0).sum() == 4  # every episode's outcome is known (success or failure)
+
+
+def test_the_deploy_section_escapes_what_a_run_folder_names() -> None:
+    from sim.report.deploy_view import DeployView, deploy_section
+    from sim.report.full import Doc
+
+    evil = "<img src=x onerror=alert(1)>"
+    rows = [{"detector": evil, "action": "halt", "metric": m, "value": 0.5, "lo": 0.25, "hi": 0.75, "count": 1, "of": 2,
+             "note": ""} for m in ("successes_stopped", "failed_calls_saved")]
+    closed = [{"detector": evil, "episodes": 2, "success_rate": 0.5, "success_change": -0.5, "spend": 1.0,
+               "spend_saved": 0.5, "stops": 1}]
+    doc = Doc()
+    deploy_section(doc, DeployView(rows=rows, closed=closed, outcome_source="episodes.csv"), [evil], lambda name: None)
+    page = doc.html("t")
+    assert evil not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "successes stopped" in page and "50.0% [25.0%, 75.0%] (1/2)" in page
