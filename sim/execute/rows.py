@@ -27,6 +27,8 @@ TIMING_COLUMNS = ["detector", "mode", "checks", "p50_us", "p95_us", "mean_us", "
 _OUTCOME_FIELDS = tuple(f.name for f in fields(Outcome))
 CLOSED_COLUMNS = ["detector", "episode", "family", "ended", "success", "executed", "wasted_calls", "wasted_spend",
                   "spend", "nudge", "prune", "escalate", "stop", "false_interventions", "error"]
+#: The closed-loop reference row: every scenario played with no guard at all.
+NO_GUARD = "no_guard"
 CLOSED_METRIC_COLUMNS = ["detector", "family", "episodes", "success_rate", "wasted_calls", "wasted_spend", "spend",
                          "interventions", "nudges", "prunes", "escalations", "stops", "false_interventions",
                          "errors", "ended"]

@@ -19,6 +19,8 @@ import pandas as pd
 from sim.report.transfer import TRANSFER_COLUMNS, plot_transfer, run_scores, summary_text, transfer
 from sim.report.analysis import Analysis, analyse, load_runs
 from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, Grid, check_run, corpus_cv
+from sim.report.deploy_view import (CLOSED_DEPLOY_COLUMNS, CURVE_COLUMNS as DEPLOY_CURVE_COLUMNS, DEPLOY_COLUMNS,
+                                    DeployView, deploy_section, deploy_view, plot_operating_curve)
 from scenarios.files import atomic_write
 from sim.files import write_csv
 from sim.heap import no_full_collections
@@ -118,7 +120,14 @@ class _Lookup:
 
 
 # -- the document ----------------------------------------------------------------------------------------
-def build_doc(an: Analysis, plots: list[tuple[str, str, str, Path]], out: Path) -> Doc:
+def _builder(data) -> Callable[[str], Any]:
+    """Rebuild a run's detector by label (for its ``threshold_for``)."""
+    from sim.config.spec import DetectorSpec
+
+    return lambda det: DetectorSpec(det, *data.specs[det]).build()
+
+
+def build_doc(an: Analysis, plots: list[tuple[str, str, str, Path]], out: Path, view: DeployView | None = None) -> Doc:
     data = an.data
     doc = Doc()
     m0 = data.manifests[0]
@@ -253,6 +262,8 @@ def build_doc(an: Analysis, plots: list[tuple[str, str, str, Path]], out: Path) 
                     str(int(cm.loc[d, "escalations"])), str(int(cm.loc[d, "stops"])),
                     str(int(cm.loc[d, "false_interventions"])), cm.loc[d, "ended"]] for d in dets])
         img("closed_loop.png")
+    if view is not None:
+        deploy_section(doc, view, ranked, img)
     if an.delta_rows:
         doc.h(2, "Δ sensitivity")
         dr = pd.DataFrame(an.delta_rows)
@@ -302,7 +313,7 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
 def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds: int, seed: int,
                   log: Callable[[str], None], transfer_run: str | Path | None, cv: str | None = None,
                   cv_grids: Callable[[Any], Mapping[str, Grid]] | None = None) -> dict[str, Any]:
-    from sim.report.plots import write_plots
+    from sim.report.plots import palette, write_plots
 
     data = load_runs(run_dirs)
     grids = None
@@ -327,8 +338,21 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     if cv is not None:
         crossval = corpus_cv(data, rounds=rounds, seed=seed, grids=grids)
         write_csv(out / "cv.csv", crossval.rows, CV_COLUMNS)
+    view = deploy_view(data, _builder(data), rounds=rounds, seed=seed)
+    write_csv(out / "deploy.csv", view.rows, DEPLOY_COLUMNS)
+    write_csv(out / "deploy_curves.csv", view.curves, DEPLOY_CURVE_COLUMNS)
+    write_csv(out / "closed_deploy.csv", view.closed, CLOSED_DEPLOY_COLUMNS)
     plots = write_plots(an, out / "plots", log)
-    doc = build_doc(an, plots, out)
+    try:
+        curve = plot_operating_curve(view, out / "plots" / "operating_curve.png", palette(data.detectors))
+    except Exception as exc:  # noqa: BLE001 — a plot must not lose the tables
+        log(f"plot operating_curve.png failed: {type(exc).__name__}: {exc}")
+        curve = None
+    if curve is not None:
+        plots.append(("operating_curve.png", "Operating curve",
+                      "Each detector's swept threshold: calls saved on failed runs against successful runs stopped, "
+                      "halting at the first alarm; the ring marks the value the run used.", curve))
+    doc = build_doc(an, plots, out, view)
     if moved is not None:
         _transfer_section(doc, an, moved, out, log)
     if crossval is not None:
