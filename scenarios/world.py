@@ -18,6 +18,7 @@ from detectors.protocol import Observation, ToolCall
 
 from .lexicon import CONCEPTS, concepts_of
 from .shell import run_command
+from .webtools import WebTools
 from .worldtools import MoreTools, norm_path
 
 
@@ -51,6 +52,11 @@ TOOLS: dict[str, ToolSpec] = {
         ToolSpec("scroll", 0.001, "Scroll the open page one screen: scroll(direction='down')"),
         ToolSpec("delegate", 0.01, "Ask a sub-agent to do something: delegate(agent, instruction)"),
         ToolSpec("bash", 0.002, "Run a shell command: bash(command)"),
+        # Magentic-One's WebSurfer actions (scenarios.webtools)
+        ToolSpec("visit_url", 0.002, "Type an address into the browser's address bar: visit_url(url)"),
+        ToolSpec("click", 0.002, "Click a link of the open page by its text: click(target)"),
+        ToolSpec("web_search", 0.005, "Search the web: web_search(query)"),
+        ToolSpec("WebSurfer", 0.01, "Ask the web agent to do something in the browser: WebSurfer(instruction)"),
     )
 }
 
@@ -187,7 +193,7 @@ def safe_arith(expr: str) -> float:
 
 
 @dataclass
-class World(MoreTools):
+class World(MoreTools, WebTools):
     """A deterministic world built from a seed: documents, files, endpoints and jobs."""
 
     seed: int
