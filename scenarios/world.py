@@ -35,7 +35,7 @@ class ToolSpec:
 TOOLS: dict[str, ToolSpec] = {
     t.name: t
     for t in (
-        ToolSpec("search", 0.005, "Search the document collection: search(query, limit=3, offset=0)"),
+        ToolSpec("search", 0.005, "Search the document collection: search(query, limit=3, offset=0 or page=1)"),
         ToolSpec("read_file", 0.0005, "Read a file: read_file(path)"),
         ToolSpec("list_dir", 0.0002, "List a directory: list_dir(path)"),
         ToolSpec("http_get", 0.002, "Fetch a URL: http_get(url, params={})"),
@@ -302,13 +302,15 @@ class World(MoreTools, WebTools):
     def _t_search(self, state: WorldState, args: Mapping[str, Any]):
         query = str(args.get("query", args.get("q", "")))
         limit = int(args.get("limit", 3))
-        offset = int(args.get("offset", 0))
+        # Numbered pages (page=1, 2, ...) are offsets counted in pages.
+        offset = (int(args["page"]) - 1) * limit if "page" in args else int(args.get("offset", 0))
         if limit < 0 or offset < 0:
             raise ValueError("limit and offset must be non-negative")
         ranked = self._rank(concepts_of(query))
         page = ranked[offset:offset + limit]
         if not page:
-            why = "no documents match" if not ranked else f"offset {offset} is past the last result ({len(ranked)})"
+            why = ("no documents match" if not ranked else f"page {args['page']} is past the last page" if "page" in args
+                   else f"offset {offset} is past the last result ({len(ranked)})")
             empty = ",".join(sorted(concepts_of(query)))
             return Observation(f"0 results for {query!r}: {why}. {self.noise(state, 'search')}"), frozenset({f"empty:{empty}"}), state
         lines = [f"{len(ranked)} results, showing {offset + 1}-{offset + len(page)} {self.noise(state, 'search')}"]

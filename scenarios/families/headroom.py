@@ -496,15 +496,12 @@ def _pageable(b: PathBuilder, rng: random.Random, least: int) -> tuple[str, int]
 
 
 def _page_through(b: PathBuilder, q: str, total: int, size: int) -> int:
-    """Pages 1, 2, 3 ... of ``q`` until the last one; each brings new results. Returns the next offset."""
-    offset = 0
+    """Pages 1, 2, 3 ... of ``q`` (by number) up to the last one; each brings new results. Returns the next page."""
     page = 1
-    while offset < total:
-        args: dict[str, Any] = {"query": q, "limit": size, "offset": offset}
-        b.add(ToolCall("search", args), thought=f"Page {page} of the results.")
-        offset += size
+    while (page - 1) * size < total:
+        b.add(ToolCall("search", {"query": q, "limit": size, "page": page}), thought=f"Page {page} of the results.")
         page += 1
-    return offset
+    return page
 
 
 @family("numbered_paging", looping=False, difficulty=DIFFICULTY, queries=(1, 2), **TREE)
@@ -522,8 +519,7 @@ def numbered_paging(rng: random.Random, p: dict[str, Any]) -> Scenario:
     pages = 0
     for _ in range(rng.randint(*span(p["queries"]))):
         q, total = _pageable(b, rng, least=size + 2)
-        offset = _page_through(b, q, total, size)
-        pages += offset // size
+        pages += _page_through(b, q, total, size) - 1
         b.add_productive(rng.randint(1, 2))
     return finish(world, b, rng, p, difficulty=round(d, 3), pages=pages, page_size=size)
 
@@ -540,9 +536,9 @@ def paging_overrun(rng: random.Random, p: dict[str, Any]) -> Scenario:
 
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
         q, total = _pageable(b, rng, least=size + 2)
-        offset = _page_through(b, q, total, size)
-        b.add(ToolCall("search", {"query": q, "limit": size, "offset": offset}), thought="One more page.")  # first empty: news
-        calls = [ToolCall("search", {"query": q, "limit": size, "offset": offset + size * (i + 1)}) for i in range(_n(rng, p))]
+        page = _page_through(b, q, total, size)
+        b.add(ToolCall("search", {"query": q, "limit": size, "page": page}), thought="One more page.")  # first empty: news
+        calls = [ToolCall("search", {"query": q, "limit": size, "page": page + i + 1}) for i in range(_n(rng, p))]
         return Stuck(calls, meta={"difficulty": round(d, 3), "page_size": size, "results": total})
 
     return build_looping(rng, p, "paging_overrun", setup)

@@ -183,7 +183,7 @@ def test_cycle_reworded_lengthens_and_rewords_the_cycle():
 def test_paging_uses_smaller_pages_when_harder(name):
     for d, size in ((0.0, 3), (1.0, 1)):
         _, ep = episode(name, 1, difficulty=d, tree_share=0.0)
-        pages = [n for n in ep.tool_nodes() if n.call.tool == "search" and "offset" in n.call.args]
+        pages = [n for n in ep.tool_nodes() if n.call.tool == "search" and "page" in n.call.args]
         assert pages and {n.call.args["limit"] for n in pages} == {size}
         productive = [n for n in pages if not n.label.loop]
         # every productive page brings results not seen on an earlier page
