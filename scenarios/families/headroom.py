@@ -33,7 +33,7 @@ from .shell_agent import TEST_COMMANDS, bash, edit_command
 DIFFICULTY = (0.0, 1.0)
 #: Real loops of these classes are short (τ-bench: a handful of calls; Magentic-One: five
 #: to ten re-delegations), not the 30-50 calls of the SPEC's synthetic loops.
-SHORT = {**COMMON, "loop_length": (6, 16), "difficulty": DIFFICULTY}
+SHORT = {**COMMON, "prefix": (0, 10), "loop_length": (6, 16), "difficulty": DIFFICULTY}
 
 
 def level(rng: random.Random, p: dict[str, Any]) -> float:
@@ -70,7 +70,7 @@ def failed_write_reread(rng: random.Random, p: dict[str, Any]) -> Scenario:
         rng.shuffle(ids)
         for rid in ids[:rng.randint(1, 3)]:
             b.add(ToolCall("get_record", {"record_id": rid}), thought=f"Looking up reservation {rid}.")
-        b.add_productive(rng.randint(0, 4), tools=("calc", "search"))
+        b.add_productive(rng.randint(*span(p["prefix"])), tools=("calc", "search"))
 
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
         fresh = [r for r in b.world.record_ids() if b.gains(ToolCall("get_record", {"record_id": r}))]
@@ -179,7 +179,7 @@ def web_revisit(rng: random.Random, p: dict[str, Any]) -> Scenario:
 
     def prefix(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> None:
         _web_world(b, d)
-        b.add_productive(rng.randint(0, 3), tools=("search", "calc"))
+        b.add_productive(rng.randint(*span(p["prefix"])), tools=("search", "calc"))
 
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
         seen = _browse(b, rng, rng.randint(2, 4))
@@ -226,7 +226,7 @@ def redelegate_same_page(rng: random.Random, p: dict[str, Any]) -> Scenario:
 
     def prefix(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> None:
         _web_world(b, d)
-        b.add_productive(rng.randint(0, 4), tools=("search", "calc"))
+        b.add_productive(rng.randint(*span(p["prefix"])), tools=("search", "calc"))
 
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
         variant = rng.choice(("same_page", "same_page", "no_reply"))
@@ -283,7 +283,7 @@ def noisy_repeat(rng: random.Random, p: dict[str, Any]) -> Scenario:
 
     def prefix(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> None:
         _web_world(b, d)
-        b.add_productive(rng.randint(*span(p["prefix"])) // 2)
+        b.add_productive(rng.randint(*span(p["prefix"])))
 
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
         variant = rng.choice(("reload", "search", "stalled_job"))
@@ -306,7 +306,8 @@ def noisy_repeat(rng: random.Random, p: dict[str, Any]) -> Scenario:
     return build_looping(rng, p, "noisy_repeat", setup, prefix=prefix)
 
 
-@family("late_loop", looping=True, **{**SHORT, "loop_length": (5, 12), "tree_share": 0.0})
+@family("late_loop", looping=True, **{**{k: v for k, v in SHORT.items() if k != "prefix"}, "loop_length": (5, 12),
+                                      "tree_share": 0.0})
 def late_loop(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """A loop that starts only after a long productive stretch, with productive identical repeats in it.
 

@@ -243,3 +243,15 @@ def test_click_follows_the_open_pages_links_only():
     assert home.facts == {"web:example.org/"}
     missing = world.execute(ws, ToolCall("click", {"target": "Nowhere"}))
     assert missing.observation.error and missing.state.browser == ws.browser
+
+
+@pytest.mark.parametrize("name", [n for n in LOOPS if n != "late_loop"])
+def test_prefix_sets_where_the_loop_starts(name):
+    def onset(prefix):
+        out = []
+        for i in range(4):
+            _, ep = episode(name, i, prefix=prefix, tree_share=0.0)
+            out.append(next(k for k, n in enumerate(ep.tool_nodes()) if n.label.loop))
+        return _mean(out)
+
+    assert onset(10) >= onset(0) + 8
