@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from detectors.protocol import Detector, cost_counters
 from scenarios.base import Scenario, make_scenarios
-from scenarios.realsuite import load_real_suite
+from scenarios.injected_suite import load_real_episodes
 from scenarios.trace import write_trace
 from scenarios.tree import Episode
 from sim.config.manifest import build_manifest
@@ -116,7 +116,7 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     if config.suite.real:
         # Labelled real traces: loaded, not generated; no scenario to play in closed loop.
         scenarios = []
-        episodes = [ep for ep in load_real_suite(config.suite.name, config.corpus_dir, label_problems)
+        episodes = [ep for ep in load_real_episodes(config.suite.name, config.corpus_dir, label_problems)
                     if ep.family in config.families]
         for p in label_problems[:20]:
             log(f"label not used: {p}")
