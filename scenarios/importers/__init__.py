@@ -12,7 +12,7 @@ import os
 from typing import Callable, Iterator
 
 from scenarios.trace import write_trace
-from scenarios.tree import Episode
+from scenarios.tree import Episode, ToolNode
 
 from . import captain_agent, magentic_one, openai_chat, otel, react_log, tau_bench
 
@@ -57,11 +57,11 @@ def convert(fmt: str, path: str | os.PathLike, out_path: str | os.PathLike,
     return len(episodes), problems
 
 
-def missing_content(episodes) -> list[str]:
+def missing_content(episodes: list[Episode]) -> list[str]:
     """One line per kind of content the source left out: calls without a recorded result,
     calls without arguments (tracing that keeps no content, the default of several
     frameworks' instrumentation; docs/traces.md says how to turn it on)."""
-    calls = [n for ep in episodes for n in ep.nodes]
+    calls = [n for ep in episodes for n in ep.nodes if isinstance(n, ToolNode)]
     no_result = sum(1 for n in calls if n.observation is not None and not n.observation.recorded)
     no_args = sum(1 for n in calls if not n.call.args)
     lines = []
