@@ -9,7 +9,13 @@ installed through its adapter (progress_guard, defaults), best of --repeat runs 
   guard per call     = (run time with the guard - without) / calls
   ratio              = guard per call / framework per call
 
+With --closed-loop SUITE, only: the suite's scripted agents in closed loop, played by the
+built-in harness and through pydantic-ai's real agent loop (``sim.play.frameworks``), per
+detector: the linear scenarios played, those whose outcome is identical, and the summed
+closed-loop figures of each harness (branch scenarios are refused by the framework harness).
+
 Run: python bench/bench_adapters.py [--calls 100] [--repeat 5] [--frameworks pydantic-ai,openai-agents,langchain]
+     python bench/bench_adapters.py --closed-loop quick [--detectors progress_guard,exact]
 """
 from __future__ import annotations
 
@@ -107,12 +113,48 @@ def best(fn: Callable[[], None], repeat: int) -> float:
     return min(times)
 
 
+def closed_loop(suite_name: str, detectors: list[str]) -> None:
+    from detectors.registry import make_detector
+    from scenarios.suites import load_suite
+    from sim.execute.runner import build_scenarios
+    from sim.play.frameworks import Unsupported, play_pydantic_ai
+    from sim.play.harness import simulate
+
+    suite = load_suite(suite_name)
+    scenarios = build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params, suite.family_weights)
+    print(f"suite {suite_name}: {len(scenarios)} scenarios, seed {suite.seed}")
+    print(f"{'detector':<16} {'harness':<12} {'played':>6} {'identical':>9} {'success':>7} {'executed':>8} "
+          f"{'wasted':>6} {'interv.':>7} {'false':>5} {'ended pruned/stopped/budget':>28}")
+    for name in detectors:
+        rows = {"built-in": [], "pydantic-ai": []}
+        for sc in scenarios:
+            try:
+                fw = play_pydantic_ai(sc, make_detector(name))
+            except Unsupported:
+                continue
+            rows["pydantic-ai"].append(fw)
+            rows["built-in"].append(simulate(sc, make_detector(name)).stats)
+        same = sum(a.ended == b.ended and a.success == b.success and a.executed == b.executed
+                   and dict(a.interventions) == dict(b.interventions) for a, b in zip(*rows.values()))
+        for harness, stats in rows.items():
+            ended = [sum(s.ended == e for s in stats) for e in ("pruned", "stopped", "budget")]
+            print(f"{name:<16} {harness:<12} {len(stats):>6} {same:>9} {sum(s.success for s in stats):>7} "
+                  f"{sum(s.executed for s in stats):>8} {sum(s.wasted_calls for s in stats):>6} "
+                  f"{sum(sum(s.interventions.values()) for s in stats):>7} {sum(s.false_interventions for s in stats):>5} "
+                  f"{'/'.join(map(str, ended)):>28}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    ap.add_argument("--closed-loop", metavar="SUITE")
+    ap.add_argument("--detectors", default="progress_guard,exact,gemini_cli")
     args = ap.parse_args()
+    if args.closed_loop:
+        closed_loop(args.closed_loop, args.detectors.split(","))
+        return
     print(f"{'framework':<14} {'calls':>5} {'framework/call':>15} {'guard/call':>11} {'ratio':>6}")
     for name in args.frameworks.split(","):
         plain, guarded = FRAMEWORKS[name](args.calls, False), FRAMEWORKS[name](args.calls, True)
