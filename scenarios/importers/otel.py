@@ -17,6 +17,9 @@ Mapping:
   model's tool calls are content events — the ``tool_calls`` of a ``gen_ai.choice`` /
   ``gen_ai.assistant.message`` span event anywhere in the trace with the same call id.
   A JSON string is parsed; a string that is not a JSON object is kept as ``{"_raw": text}``;
+- LangChain under OpenInference: a TOOL span's ``output.value`` is the ``ToolMessage`` (its
+  ``content`` is the result, its ``tool_call_id`` the call id) and the arguments are the
+  model's, on the LLM span (``llm.output_messages.*.tool_calls.*.tool_call.function.arguments``);
 - result: ``gen_ai.tool.call.result``, else ``gen_ai.tool.output`` / ``output.value``, else
   the ``content`` of a ``gen_ai.tool.message`` span event with the same ``id`` (≤ v1.36: the
   reply as sent back to the model, on the next chat span). Strings are kept as
@@ -326,6 +329,30 @@ def _tool_calls_from_events(spans: list[Span]) -> dict[str, Any]:
     return found
 
 
+def _tool_calls_from_llm_spans(spans: list[Span]) -> dict[str, Any]:
+    """call id -> arguments, from OpenInference LLM spans' flattened output messages
+    (``llm.output_messages.I.message.tool_calls.J.tool_call.{id,function.arguments}``)."""
+    found: dict[str, Any] = {}
+    for sp in spans:
+        for key, cid in sp.attrs.items():
+            if key.startswith("llm.output_messages.") and key.endswith(".tool_call.id") and isinstance(cid, str):
+                found.setdefault(cid, sp.attrs.get(key[: -len("id")] + "function.arguments"))
+    return found
+
+
+def _langchain_tool_message(value: Any) -> dict[str, Any] | None:
+    """The fields of a LangChain ``ToolMessage`` that OpenInference wrote as a TOOL span's
+    ``output.value`` (``{"type": "tool", "data": {"content": ..., "tool_call_id": ...}}``)."""
+    if not (isinstance(value, str) and value.startswith('{"type": "tool"')):
+        return None
+    try:
+        doc = loads_json(value)
+    except orjson.JSONDecodeError:
+        return None
+    data = doc.get("data") if isinstance(doc, dict) and doc.get("type") == "tool" else None
+    return data if isinstance(data, dict) and "content" in data else None
+
+
 def _tool_name(sp: Span) -> str:
     name = _first(sp.attrs, ("gen_ai.tool.name", "tool.name"))
     if isinstance(name, str) and name:
@@ -366,6 +393,7 @@ def build_episode(trace_id: str, spans: list[Span], path: Path, report: Report, 
         report(f"{path}: trace {trace_id}: no tool spans (gen_ai.operation.name = execute_tool), skipped")
         return None
     event_args, event_results = _tool_calls_from_events(spans), _results_from_events(spans)
+    llm_args = _tool_calls_from_llm_spans(spans)
     root = next((sp for sp in sorted(spans, key=lambda s: (s.start, s.order)) if sp.parent_id not in by_id), None)
     meta: dict[str, Any] = {"trace_id": trace_id}
     if root is not None and root.name:
@@ -399,16 +427,25 @@ def build_episode(trace_id: str, spans: list[Span], path: Path, report: Report, 
             parent = b.ep.by_id[prev_node].parent if sp.start < prev_span.end else prev_node
         where = f"{path}: trace {trace_id}: span {sp.span_id}"
         call_id = sp.attrs.get("gen_ai.tool.call.id")
+        # LangChain under OpenInference: the call id and result are in the ToolMessage written
+        # as output.value, the arguments on the model's LLM span (input.value is the tool's input text).
+        message = _langchain_tool_message(sp.attrs.get("output.value"))
+        if call_id in (None, "") and message is not None:
+            call_id = message.get("tool_call_id")
         call_id = str(call_id) if call_id not in (None, "") else sp.span_id
-        raw_args = _first(sp.attrs, ARGUMENT_KEYS)
+        raw_args = llm_args.get(call_id) if message is not None else None
         if raw_args is None:
-            raw_args = event_args.get(call_id)
+            raw_args = _first(sp.attrs, ARGUMENT_KEYS)
+        if raw_args is None:
+            raw_args = event_args.get(call_id) or llm_args.get(call_id)
         if isinstance(raw_args, str) and not raw_args.lstrip().startswith(("{", "[")):
             args: dict[str, Any] = {"_raw": raw_args}  # a plain-text argument is data, not a fault
         else:
             args = parse_arguments(raw_args, report, where)
         node = b.call(_tool_name(sp), args, call_id, parent=parent)
         content, failed = _result(sp, call_id, event_results)
+        if message is not None:
+            content, failed = _text(message["content"]), failed or message.get("status") == "error"
         if content is not None:
             b.result(node, content, failed)
         else:
