@@ -339,8 +339,9 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         crossval = corpus_cv(data, rounds=rounds, seed=seed, grids=grids)
         write_csv(out / "cv.csv", crossval.rows, CV_COLUMNS)
     view = deploy_view(data, _builder(data), rounds=rounds, seed=seed)
-    write_csv(out / "deploy.csv", view.rows, DEPLOY_COLUMNS)
-    write_csv(out / "deploy_curves.csv", view.curves, DEPLOY_CURVE_COLUMNS)
+    by_run = ["run"] if view.runs else []  # a report of several runs: each run's rows apart
+    write_csv(out / "deploy.csv", view.rows, by_run + DEPLOY_COLUMNS)
+    write_csv(out / "deploy_curves.csv", view.curves, by_run + DEPLOY_CURVE_COLUMNS)
     write_csv(out / "closed_deploy.csv", view.closed, CLOSED_DEPLOY_COLUMNS)
     plots = write_plots(an, out / "plots", log)
     try:

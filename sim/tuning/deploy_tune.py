@@ -32,15 +32,13 @@ import numpy as np
 import pandas as pd
 
 from detectors.protocol import Detector
-from sim.scoring.deploy import FIELDS, caught_from_calls, episode_totals, metrics_from_totals
+from sim.scoring.deploy import FIELDS, caught_from_calls, episode_totals, halt_levels, metrics_from_totals
 from sim.tuning.params import Overrides, TuningError
 
 _F = {f: i for i, f in enumerate(FIELDS)}
 #: The figures the pick reports, halting (first three: the ones SPEC §11 sets targets for) and nudging.
 HALT_FIGURES = ("successes_stopped", "failed_calls_saved", "runaway_caught", "failures_stopped", "loops_caught")
 NUDGE_FIGURES = ("blips_nudged", "runaway_nudged", "nudges_per_100_clean")
-#: Largest halt value tried: later halts than this are never worth a run's budget.
-MAX_HALT = 8
 
 
 def check_detector(det: Detector) -> str:
@@ -112,9 +110,7 @@ class HaltEvaluator:
         self.scores = pd.to_numeric(calls["score"], errors="coerce").fillna(-np.inf).to_numpy()
         self.tool = calls["tool"].astype(str).to_numpy()
         self.tools = sorted(set(self.tool[self.alarmed].tolist()))
-        top = self.scores[self.alarmed].max() if self.alarmed.any() else 1.0
-        # Halt values up to the first that halts on no stored alarm: later ones all act alike.
-        self.candidates = list(range(0, int(min(MAX_HALT, max(1, math.ceil(top))) + 1)))
+        self.candidates = halt_levels(calls)
         self.nudge = self._totals(self.alarmed)
 
     def _totals(self, alarm: np.ndarray) -> np.ndarray:
