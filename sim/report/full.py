@@ -352,7 +352,8 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     if curve is not None:
         plots.append(("operating_curve.png", "Operating curve",
                       "Each detector's swept threshold: calls saved on failed runs against successful runs stopped, "
-                      "halting at the first alarm; the ring marks the value the run used.", curve))
+                      "halting at the first alarm (a guard that nudges first: at each halt level, e.g. stop_after); "
+                      "the ring marks the value the run used.", curve))
     doc = build_doc(an, plots, out, view)
     if moved is not None:
         _transfer_section(doc, an, moved, out, log)
