@@ -149,3 +149,21 @@ def test_a_detector_without_a_graduated_response_cannot_be_picked(real_rows) -> 
     units, calls, outcomes = real_rows
     with pytest.raises(TuningError, match="no graduated response"):
         pick(make_detector("exact"), units, calls, outcomes, 0.01, delta=5)
+
+
+def test_progress_guard_takes_stop_after_per_tool() -> None:
+    """The per-tool halt the deploy objective writes is one the guard honours: an alarm on a tool
+    with ``stop_after = 0`` stops at once; on another tool the first alarm still nudges."""
+    from detectors.protocol import Observation, ToolCall, Verdict
+
+    g = ProgressGuard(semantic=False, tool_overrides={"search": {"stop_after": 0}})
+    assert g.halt_threshold("search", 1) == 1.0 and g.halt_threshold("fetch_page", 1) == 2.0
+
+    def second(tool: str) -> Verdict:
+        s = g.start()
+        c = ToolCall(tool, {"q": "same"})
+        s = g.record(s, c, g.check(s, c), Observation("a result"))
+        return g.check(s, ToolCall(tool, {"q": "same"})).verdict
+
+    assert second("search") is Verdict.STOP
+    assert second("find_flights") is Verdict.NUDGE
