@@ -276,8 +276,8 @@ class ProgressGuard(Detector):
     """Flag calls that cannot make progress: result-aware, layered, nudge first, then stop.
 
     See the module docstring for the layers. Parameters (all with per-tool overrides in
-    ``tool_overrides``, except ``max_steps``, ``stop_after``, ``escalate``,
-    ``recovery_calls`` and ``semantic``):
+    ``tool_overrides``, except ``max_steps``, ``escalate``, ``recovery_calls`` and
+    ``semantic``):
 
     - ``max_retries`` (3): retries of a call after transient errors that stay allowed;
     - ``poll_limit`` (50): polls of one call allowed while its answer keeps changing;
@@ -289,7 +289,8 @@ class ProgressGuard(Detector):
       all-MiniLM-L6-v2's sentence vectors, or ``"static"``, the mean of its word-piece
       vectors (``detectors.static_vectors``: microseconds per text instead of milliseconds,
       no torch; measured in docs/detectors.md);
-    - ``stop_after`` (1): nudges on a path before the next alarm stops;
+    - ``stop_after`` (1): nudges on a path before the next alarm stops (per tool: the alarm on
+      that tool stops after that many nudges on the path, of any tool);
     - ``escalate`` (False): escalate to a human instead of stopping;
     - ``recovery_calls`` (1): informative calls after a nudge that clear the strikes;
     - ``max_steps`` (200): the hard budget on one path.
@@ -307,6 +308,9 @@ class ProgressGuard(Detector):
     tune_candidates = {"mode": ("default", "mutating", "retry", "poll", "exempt"), "max_retries": (1, 2, 3, 5),
                        "poll_limit": (5, 10, 50), "same_error_limit": (2, 3, 4), "patience": (2, 3, 4, 5),
                        "similarity": (0.85, 0.9, 0.95)}
+
+    #: The graduated response: an alarm halts iff its score (1 + strikes) >= 1 + stop_after.
+    halt_param = "stop_after"
 
     param_ranges = {"max_retries": Range(0), "poll_limit": Range(1), "same_error_limit": Range(1), "patience": Range(1),
                     "similarity": Range(-1, 1, float), "stop_after": Range(0), "recovery_calls": Range(1),
@@ -380,6 +384,9 @@ class ProgressGuard(Detector):
     def _param(self, tool: str, name: str) -> Any:
         return tool_param(self.tool_overrides, tool, name, getattr(self, name))
 
+    def halt_threshold(self, tool: str, value: float) -> float:
+        return 1.0 + tool_param(self.tool_overrides, tool, "stop_after", value)
+
     # -- what a call is -----------------------------------------------------------------
     def _prepare_uncached(self, call: ToolCall) -> _Prepared:
         args = _as_mapping(call.args)
@@ -430,7 +437,7 @@ class ProgressGuard(Detector):
         finding, evidence = self._find(state, call, p, mode)
         if finding is None:
             return allow(evidence)
-        tier = "stop" if state.strikes >= self.stop_after else "nudge"
+        tier = "stop" if state.strikes >= self._param(call.tool, "stop_after") else "nudge"
         verdict = Verdict.NUDGE if tier == "nudge" else (Verdict.ESCALATE if self.escalate else Verdict.STOP)
         what = p.what
         if tier == "nudge":

@@ -166,6 +166,10 @@ class Detector:
     #: The keys of ``tune_candidates`` that only move the alarm threshold, so a tuning step can
     #: evaluate them from stored scores instead of re-running the detector.
     tune_fast_keys: ClassVar[tuple[str, ...]] = ()
+    #: A detector that nudges first and halts later names the parameter that sets when it halts
+    #: (``progress_guard``: ``stop_after``): an alarmed call halts iff ``score >=
+    #: halt_threshold(tool, value)``. ``loopbench tune --objective deploy`` picks it from stored scores.
+    halt_param: ClassVar[str | None] = None
     #: What each parameter may be (``detectors.params``: ``Range``, ``OneOf``, ``Each``), checked
     #: before the detector is built; a parameter not named here is checked against its type.
     param_ranges: ClassVar[Mapping[str, Any]] = {}
@@ -225,6 +229,10 @@ class Detector:
 
         Detectors with per-tool overrides return the override for that tool.
         """
+        return value
+
+    def halt_threshold(self, tool: str, value: float) -> float:
+        """The score from which an alarm on ``tool`` halts when ``halt_param`` is ``value``."""
         return value
 
     # -- parameters (scikit-learn style) -------------------------------------------

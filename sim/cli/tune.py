@@ -39,7 +39,7 @@ def _episodes(s, fams, n, seed, progress):
     return generate_episodes(build_scenarios(fams, n, seed, s.family_params, s.family_weights), progress)
 
 
-def _one_spec(detector, config_path):
+def one_spec(detector, config_path):
     if "," in detector:
         raise LoopbenchError(f"--detector {detector!r}: name one detector")
     return detector_specs([detector], load_config(config_path), ())[0]
@@ -86,7 +86,7 @@ def sweep_cmd(detector, params, suite, families, episodes, seed, config_path, ou
         grids = [parse_param(p) for p in params]
     except TuningError as exc:
         raise LoopbenchError(str(exc)) from None
-    spec = _one_spec(detector, config_path)
+    spec = one_spec(detector, config_path)
     try:
         sweep_cells(spec, grids)  # every cell's values checked before any work
     except TuningError as exc:
@@ -147,8 +147,13 @@ def _family_table(rows_default, rows_tuned, looping) -> list[str]:
 
 @main.command("tune")
 @click.option("--detector", required=True, help="One detector that takes tool_overrides: name, module:Class or label=spec.")
-@click.option("--max-false-alarm-rate", "budget", type=click.FloatRange(0, 1), required=True,
-              help="The false-alarm budget on clean episodes, e.g. 0.05.")
+@click.option("--max-false-alarm-rate", "budget", type=click.FloatRange(0, 1), default=None,
+              help="The false-alarm budget on clean episodes, e.g. 0.05 (--objective false-alarms).")
+@click.option("--objective", type=click.Choice(["false-alarms", "deploy"]), default="false-alarms", show_default=True,
+              help="false-alarms: per-tool overrides within --max-false-alarm-rate; deploy: when a guard that nudges "
+                   "first halts, within --max-stopped (docs/scoring.md).")
+@click.option("--max-stopped", type=click.FloatRange(0, 1), default=None,
+              help="--objective deploy: the share of successful runs a halt may stop, e.g. 0.01.")
 @click.option("--suite", default="default", show_default=True, help="Suite name or .toml path.")
 @click.option("--families", default=None, help="Comma-separated scenario families. [default: the suite's]")
 @click.option("--episodes", type=click.IntRange(1), default=None, help="Episodes per family. [default: the suite's]")
@@ -162,12 +167,29 @@ def _family_table(rows_default, rows_tuned, looping) -> list[str]:
 @engine_options
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout instead of the tables.")
-def tune_cmd(detector, budget, suite, families, episodes, seed, heldout_seed, tools, keep_misses, config_path, out, delta,
-             workers, engine, ray_address, no_progress, as_json) -> None:
+def tune_cmd(detector, budget, objective, max_stopped, suite, families, episodes, seed, heldout_seed, tools, keep_misses,
+             config_path, out, delta, workers, engine, ray_address, no_progress, as_json) -> None:
     """Recommend per-tool overrides that meet a false-alarm budget with the fewest misses; write them as TOML.
 
     Coordinate search on the tuning seed (open loop), then default vs tuned on held-out seeds.
+    With --objective deploy: the halt setting (global and per tool) that saves the most failed-run
+    calls while stopping at most --max-stopped of the successful runs.
     """
+    if objective == "deploy":
+        if max_stopped is None:
+            raise LoopbenchError("--objective deploy needs --max-stopped (the share of successful runs a halt may stop, e.g. 0.01)")
+        if budget is not None or keep_misses or heldout_seed is not None or tools:
+            raise LoopbenchError("--objective deploy takes --max-stopped, not --max-false-alarm-rate, --keep-misses, "
+                                 "--heldout-seed or --tools")
+        from sim.cli.tune_deploy import tune_deploy
+
+        tune_deploy(one_spec(detector, config_path), detector, max_stopped, suite, families, episodes, seed, out, delta,
+                    make_engine(engine, workers, ray_address), no_progress, as_json)
+        return
+    if budget is None:
+        raise LoopbenchError("--objective false-alarms needs --max-false-alarm-rate (e.g. 0.05)")
+    if max_stopped is not None:
+        raise LoopbenchError("--max-stopped is for --objective deploy")
     from detectors.registry import detector_class
     from scenarios.base import loop_families
 
@@ -182,7 +204,7 @@ def tune_cmd(detector, budget, suite, families, episodes, seed, heldout_seed, to
 
     t0 = time.perf_counter()
     say = (lambda m="": None) if as_json else click.echo
-    spec = _one_spec(detector, config_path)
+    spec = one_spec(detector, config_path)
     eng = make_engine(engine, workers, ray_address)
     try:
         cands, fast = tool_candidates(detector_class(spec.spec))

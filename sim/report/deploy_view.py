@@ -16,7 +16,7 @@ import pandas as pd
 
 from sim.execute.rows import NO_GUARD
 from sim.numbers import number_text
-from sim.scoring.deploy import DEPLOY_COLUMNS, deploy_rows, operating_curve, run_outcomes
+from sim.scoring.deploy import DEPLOY_COLUMNS, deploy_rows, halt_levels, operating_curve, run_outcomes
 from sim.scoring.thresholds import CallScores, candidate_values
 
 CURVE_COLUMNS = ["detector", "param", "value", "default", "successes_stopped", "failures_stopped", "failed_calls_saved",
@@ -31,40 +31,82 @@ class DeployView:
     closed: list[dict] = field(default_factory=list)  # closed-loop: success and spend against no guard
     outcome_source: str = "none"
     notes: list[str] = field(default_factory=list)
+    #: A report of several runs: each run's name, in order; its open-loop rows and curve points
+    #: carry it under ``run`` (real traces and synthetic episodes are never pooled here).
+    runs: list[str] = field(default_factory=list)
+
+
+def run_names(data) -> list[str]:
+    """Each run of ``data`` as ``suite (real traces|synthetic, folder)``."""
+    out = []
+    for d, m in zip(data.dirs, data.manifests):
+        cfg = m.get("config", {})
+        kind = "real traces" if cfg.get("real") or cfg.get("suite") == "replay" else "synthetic"
+        out.append(f"{cfg.get('suite', '?')} ({kind}, {Path(d).name})")
+    return out
 
 
 def deploy_view(data, build: Callable[[str], Any], *, rounds: int, seed: int) -> DeployView:
     """The deployment view of loaded run data (``sim.report.analysis.RunData``); ``build(det)``
-    rebuilds a detector for its thresholds."""
+    rebuilds a detector for its thresholds. Several runs are viewed one by one: what a halt
+    does to real runs and to synthetic ones are two answers, side by side, not one average."""
     view = DeployView()
     if len(data.outcomes) and len(data.calls):
-        view.rows = deploy_rows(data.outcomes, data.calls, data.closed, rounds=rounds, seed=seed)
-        outcomes = run_outcomes(data.outcomes, data.closed)
-        view.outcome_source = outcomes.source
-        if outcomes.known:
-            by = {(r["detector"], r["metric"]): r["value"] for r in view.rows}
-            for det in data.detectors:
-                # A detector without a sweepable threshold is one point: the verdicts it stored.
-                view.curves += _curve(data, build, det, outcomes.by_episode) or [
-                    {"detector": det, "param": "", "value": None, "default": True,
-                     **{m: by.get((det, m)) for m in CURVE_COLUMNS[4:]}}]
+        if data.pooled:
+            view.runs = run_names(data)
+            parts = [(name, data.outcomes[data.outcomes["run"] == i], data.calls[data.calls["run"] == i],
+                      data.closed[data.closed["run"] == i] if len(data.closed) else data.closed)
+                     for i, name in enumerate(view.runs)]
+        else:
+            parts = [("", data.outcomes, data.calls, data.closed)]
+        sources = []
+        for name, units, calls, closed in parts:
+            if not len(units) or not len(calls):
+                continue
+            rows = deploy_rows(units, calls, closed, rounds=rounds, seed=seed)
+            outcomes = run_outcomes(units, closed)
+            sources.append(f"{name}: {outcomes.source}" if name else outcomes.source)
+            curves = []
+            if outcomes.known:
+                by = {(r["detector"], r["metric"]): r["value"] for r in rows}
+                for det in data.detectors:
+                    # A detector without a sweepable threshold is one point: the verdicts it stored.
+                    curves += _curve(units, calls, data.delta, build, det, outcomes.by_episode) or [
+                        {"detector": det, "param": "", "value": None, "default": True,
+                         **{m: by.get((det, m)) for m in CURVE_COLUMNS[4:]}}]
+            tag = {"run": name} if name else {}
+            view.rows += [{**tag, **r} for r in rows]
+            view.curves += [{**tag, **c} for c in curves]
+        view.outcome_source = "; ".join(sources) or "none"
     view.closed = closed_view(data.closed)
     return view
 
 
-def _curve(data, build, det: str, outcomes) -> list[dict]:
+def _curve(units_all, calls_all, delta: int, build, det: str, outcomes) -> list[dict]:
     try:
         detector = build(det)
     except Exception:  # noqa: BLE001 — a plug-in that no longer builds has no curve (the sweep notes it)
         return []
     param = getattr(detector, "threshold_param", None)
-    calls = data.calls[data.calls["detector"] == det]
-    if param is None or not len(calls):
+    calls = calls_all[calls_all["detector"] == det]
+    units = units_all[units_all["detector"] == det]
+    if not len(calls):
         return []
+    if param is None and getattr(detector, "halt_param", None):
+        # A guard that nudges first: its curve is where it halts (an alarm whose score reaches
+        # halt_threshold), the points ``loopbench tune --objective deploy`` picks from.
+        param = detector.halt_param
+        values = halt_levels(calls)
+        calls = calls.assign(score=pd.to_numeric(calls["score"], errors="coerce").where(
+            calls["verdict"].astype(str) != "allow", -np.inf))
+        threshold = detector.halt_threshold
+    elif param is None:
+        return []
+    else:
+        values = candidate_values(detector, CallScores.from_rows(calls), getattr(detector, param))
+        threshold = detector.threshold_for
     default = getattr(detector, param)
-    values = candidate_values(detector, CallScores.from_rows(calls), default)
-    units = data.outcomes[data.outcomes["detector"] == det]
-    pts = operating_curve(units, calls, outcomes, values, detector.threshold_for, data.delta)
+    pts = operating_curve(units, calls, outcomes, values, threshold, delta)
     return [{"detector": det, "param": param, "default": p["value"] == default, **p} for p in pts]
 
 
@@ -97,16 +139,21 @@ def plot_operating_curve(view: DeployView, path: Path, palette: dict) -> Path | 
     c = pd.DataFrame(view.curves)
     if not len(c):
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 5.2))
-    for det, g in c.groupby("detector", sort=False):
+    fig, ax = plt.subplots(figsize=(7.5, 6.4))
+    runs = view.runs or [""]
+    if "run" not in c:
+        c["run"] = ""
+    for (run, det), g in c.groupby(["run", "detector"], sort=False):
         g = g.dropna(subset=["successes_stopped", "failed_calls_saved"])
         if not len(g):
             continue
         colour = palette.get(det, "grey")
+        style = ("-", "--", ":", "-.")[runs.index(run) % 4 if run in runs else 0]
+        name = det + (f" — {run.split(' (')[0]}" if run else "")
         order = np.argsort(g["successes_stopped"].to_numpy(), kind="stable")
         ax.plot(100 * g["successes_stopped"].to_numpy()[order], 100 * g["failed_calls_saved"].to_numpy()[order],
-                "-", marker="." if len(g) > 1 else "s", ms=5, lw=1.4, color=colour,
-                label=det if len(g) > 1 else f"{det} (no threshold)")
+                style, marker="." if len(g) > 1 else "s", ms=5, lw=1.4, color=colour,
+                label=name if len(g) > 1 else f"{name} (no threshold)")
         d = g[g["default"]]
         if len(d):
             ax.plot(100 * d["successes_stopped"], 100 * d["failed_calls_saved"], "o", ms=9, mfc="none", mec=colour,
@@ -116,8 +163,13 @@ def plot_operating_curve(view: DeployView, path: Path, palette: dict) -> Path | 
     ax.set_xlim(-3, 103)
     ax.set_ylim(-3, 103)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2, loc="lower right", title="each point: one threshold; ring: default", title_fontsize=7)
-    ax.set_title("Operating curve: spend saved against successes stopped (halt at first alarm)", fontsize=10)
+    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.11),
+              title="each point: one threshold (a guard that nudges first: one halt level); ring: as run"
+                    + "".join(f"; {('solid', 'dashed', 'dotted', 'dash-dot')[i % 4]}: {r.split(' (')[0]}"
+                              for i, r in enumerate(view.runs)),
+              title_fontsize=7)
+    ax.set_title("Operating curve: spend saved against successes stopped (halt at the first alarm, or at the\n"
+                 "halt level of a guard that nudges first)", fontsize=10)
     fig.tight_layout()
     return save(fig, path)
 
@@ -143,20 +195,28 @@ def deploy_section(doc, view: DeployView, ranked: list[str], img: Callable[[str]
     if not view.rows and not view.closed:
         return
     doc.h(2, "Deployment: what a halt or a nudge does to runs")
-    by = {(r["detector"], r["metric"]): r for r in view.rows}
     if view.rows:
         notes = sorted({r["note"] for r in view.rows if r["note"]})
         doc.p("Open loop, from `episodes.csv`/`calls.csv` (all in `deploy.csv`). **Halt** at the first alarm: share of "
               "successful / failed runs stopped, calls of failed runs saved (from the alarmed call on), loops and "
               "runaway loops caught within Δ. **Nudge** at every alarm: blips and runaway loops nudged within Δ, "
               "nudges per 100 calls not labelled as loops. 95% bootstrap intervals; (count/of). Run outcomes read "
-              f"from: {view.outcome_source}." + (" n/a: " + "; ".join(notes) + "." if notes else ""))
-        dets = [d for d in ranked if any(k[0] == d for k in by)] or list(dict.fromkeys(r["detector"] for r in view.rows))
-        doc.table(["detector (halt)", "successes stopped", "failures stopped", "failed-run calls saved",
-                   "failed-run tokens saved", "loops caught", "runaway caught"],
-                  [[f"`{d}`"] + [_cell(by.get((d, m))) for m in _HALT] for d in dets])
-        doc.table(["detector (nudge)", "blips nudged", "runaway nudged", "nudges / 100 clean calls"],
-                  [[f"`{d}`"] + [_cell(by.get((d, m))) for m in _NUDGE] for d in dets])
+              f"from: {view.outcome_source}." + (" n/a: " + "; ".join(notes) + "." if notes else "")
+              + (" Each run has its own tables (the `run` column of `deploy.csv`): real traces and synthetic "
+                 "episodes are not pooled." if view.runs else ""))
+        for run in view.runs or [""]:
+            rows = [r for r in view.rows if r.get("run", "") == run]
+            if not rows:
+                continue
+            if run:
+                doc.h(3, f"Open loop on {run}")
+            by = {(r["detector"], r["metric"]): r for r in rows}
+            dets = [d for d in ranked if any(k[0] == d for k in by)] or list(dict.fromkeys(r["detector"] for r in rows))
+            doc.table(["detector (halt)", "successes stopped", "failures stopped", "failed-run calls saved",
+                       "failed-run tokens saved", "loops caught", "runaway caught"],
+                      [[f"`{d}`"] + [_cell(by.get((d, m))) for m in _HALT] for d in dets])
+            doc.table(["detector (nudge)", "blips nudged", "runaway nudged", "nudges / 100 clean calls"],
+                      [[f"`{d}`"] + [_cell(by.get((d, m))) for m in _NUDGE] for d in dets])
         if view.curves:
             img("operating_curve.png")
             doc.p("Every swept threshold of each detector is in `deploy_curves.csv`.")
@@ -181,21 +241,27 @@ def deploy_section(doc, view: DeployView, ranked: list[str], img: Callable[[str]
 def disagreements(view: DeployView) -> list[str]:
     """Sentences naming detectors whose open-loop successes stopped and closed-loop success change
     tell different stories (one says the guard costs successful runs, the other that it does not)."""
-    by = {(r["detector"], r["metric"]): r for r in view.rows}
+    by = {(r.get("run", ""), r["detector"], r["metric"]): r for r in view.rows}
     out = []
-    for r in view.closed:
-        o = by.get((r["detector"], "successes_stopped"))
-        if o is None or o["value"] is None or r["success_change"] is None:
-            continue
-        open_costs = o["value"] > 0.01
-        closed_costs = r["success_change"] < -0.01
-        if open_costs != closed_costs:
-            out.append(f"`{r['detector']}` stops {number_text(o['value'], 1, True)} of successful runs open loop, "
-                       f"but its closed-loop task success changes by {number_text(r['success_change'], 1, True)} "
-                       "(a nudge or a pruned branch lets the agent recover; a halt after the work is done costs nothing"
-                       + ("" if open_costs else "; or the guard stops runs whose unguarded play would have succeeded")
-                       + ").")
+    for run in view.runs or [""]:
+        where = f" on {run}" if run else ""
+        for r in view.closed:
+            o = by.get((run, r["detector"], "successes_stopped"))
+            if o is None or o["value"] is None or r["success_change"] is None:
+                continue
+            open_costs = o["value"] > 0.01
+            closed_costs = r["success_change"] < -0.01
+            if open_costs != closed_costs:
+                out.append(_disagreement(r, o, where, open_costs))
     return out
+
+
+def _disagreement(r: dict, o: dict, where: str, open_costs: bool) -> str:
+    return (f"`{r['detector']}` stops {number_text(o['value'], 1, True)} of successful runs open loop{where}, "
+            f"but its closed-loop task success changes by {number_text(r['success_change'], 1, True)} "
+            + ("(a nudge or a pruned branch lets the agent recover; a halt after the work is done costs nothing)."
+               if open_costs else "(the guard stops or misleads runs whose unguarded play would have succeeded).")
+            )
 
 
 __all__ = ["CURVE_COLUMNS", "CLOSED_DEPLOY_COLUMNS", "DEPLOY_COLUMNS", "DeployView", "deploy_view", "closed_view",

@@ -339,8 +339,9 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         crossval = corpus_cv(data, rounds=rounds, seed=seed, grids=grids)
         write_csv(out / "cv.csv", crossval.rows, CV_COLUMNS)
     view = deploy_view(data, _builder(data), rounds=rounds, seed=seed)
-    write_csv(out / "deploy.csv", view.rows, DEPLOY_COLUMNS)
-    write_csv(out / "deploy_curves.csv", view.curves, DEPLOY_CURVE_COLUMNS)
+    by_run = ["run"] if view.runs else []  # a report of several runs: each run's rows apart
+    write_csv(out / "deploy.csv", view.rows, by_run + DEPLOY_COLUMNS)
+    write_csv(out / "deploy_curves.csv", view.curves, by_run + DEPLOY_CURVE_COLUMNS)
     write_csv(out / "closed_deploy.csv", view.closed, CLOSED_DEPLOY_COLUMNS)
     plots = write_plots(an, out / "plots", log)
     try:
@@ -351,7 +352,8 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     if curve is not None:
         plots.append(("operating_curve.png", "Operating curve",
                       "Each detector's swept threshold: calls saved on failed runs against successful runs stopped, "
-                      "halting at the first alarm; the ring marks the value the run used.", curve))
+                      "halting at the first alarm (a guard that nudges first: at each halt level, e.g. stop_after); "
+                      "the ring marks the value the run used.", curve))
     doc = build_doc(an, plots, out, view)
     if moved is not None:
         _transfer_section(doc, an, moved, out, log)

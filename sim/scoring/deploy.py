@@ -22,6 +22,7 @@ Intervals come from the report's stratified cluster bootstrap (:mod:`sim.scoring
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -277,6 +278,20 @@ def operating_curve(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[
                                                                   "failed_calls_saved", "loops_caught",
                                                                   "runaway_caught", "nudges_per_100_clean")}})
     return out
+
+
+#: The latest halt level tried for a guard that nudges first: later halts are never worth a run's budget.
+MAX_HALT = 8
+
+
+def halt_levels(calls: pd.DataFrame) -> list[int]:
+    """Halt levels worth trying for a guard that nudges first (``halt_param``, e.g. ``stop_after``):
+    0 (halt at the first alarm) up to the first level that halts on none of the stored alarms
+    (alarm scores are 1 + the strikes before them), or :data:`MAX_HALT`, whichever comes first."""
+    alarmed = calls["verdict"].astype(str) != "allow"
+    scores = pd.to_numeric(calls.loc[alarmed, "score"], errors="coerce").dropna()
+    top = float(scores.max()) if len(scores) else 1.0
+    return list(range(0, int(min(MAX_HALT, max(1, math.ceil(top)))) + 1))
 
 
 def read_table(path: Path) -> pd.DataFrame:

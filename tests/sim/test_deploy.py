@@ -124,3 +124,36 @@ def test_the_deploy_section_escapes_what_a_run_folder_names() -> None:
     page = doc.html("t")
     assert evil not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "successes stopped" in page and "50.0% [25.0%, 75.0%] (1/2)" in page
+
+
+def test_a_report_of_a_real_and_a_synthetic_run_keeps_them_apart(tmp_path: Path) -> None:
+    """Item 5 of SPEC §11: the open-loop view on real traces beside the closed loop on synthetic
+    episodes, each run's open-loop rows on their own; a guard that nudges first gets its halt levels
+    as an operating curve."""
+    from scenarios.suites import load_suite
+    from sim.config.spec import DetectorSpec, RunConfig
+    from sim.execute.runner import run as run_suite
+    from sim.report.full import write_report
+
+    dets = [DetectorSpec("progress_guard", "progress_guard", {"semantic": False}), DetectorSpec("exact", "exact")]
+    real, synth = tmp_path / "real", tmp_path / "synth"
+    s = load_suite("real-dev")
+    run_suite(RunConfig(suite=s, detectors=dets, families=list(s.families), episodes=1, seed=0, mode="open",
+                        out=str(real), progress=False))
+    run_suite(RunConfig(suite=load_suite("quick"), detectors=dets, families=["stale", "cycle", "paraphrased"],
+                        episodes=2, seed=0, mode="both", out=str(synth), progress=False))
+    write_report([real, synth], tmp_path / "both", rounds=20)
+    deploy = read_table(tmp_path / "both" / "deploy.csv")
+    runs = sorted(set(deploy["run"]))
+    assert len(runs) == 2 and any("real traces" in r for r in runs) and any("synthetic" in r for r in runs)
+    # each run's successful runs counted on its own (the real run's are the real-dev successes)
+    succ = deploy[(deploy.metric == "successes_stopped") & (deploy.detector == "exact")].set_index("run")["of"]
+    real_succ = sum(1 for r in read_table(real / "episodes.csv").drop_duplicates("episode")["run_outcome"] if r == "success")
+    assert succ[next(r for r in runs if "real traces" in r)] == real_succ
+    curves = read_table(tmp_path / "both" / "deploy_curves.csv")
+    pg = curves[(curves.detector == "progress_guard") & curves["run"].str.contains("real traces")]
+    assert set(pg["param"]) == {"stop_after"} and pg["value"].min() == 0 and len(pg) >= 3
+    assert pg.sort_values("value")["successes_stopped"].is_monotonic_decreasing  # a later halt stops fewer
+    md = (tmp_path / "both" / "report.md").read_text()
+    assert md.count("### Open loop on ") == 2 and "no_guard" in md
+    assert (tmp_path / "both" / "plots" / "operating_curve.png").stat().st_size > 10_000

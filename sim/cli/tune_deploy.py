@@ -1,0 +1,131 @@
+"""``loopbench tune --objective deploy``: the halt setting under a cap on successful runs stopped, as TOML."""
+from __future__ import annotations
+
+import json
+import time
+import tomllib
+from pathlib import Path
+
+import click
+
+from sim.cli.app import LoopbenchError, split_list
+from sim.numbers import number_text
+
+
+def _episodes(suite, families, episodes, seed, progress):
+    """The suite's episodes: loaded for a real suite, else generated as ``run`` does."""
+    from scenarios.base import registered
+    from scenarios.injected_suite import load_real_episodes
+    from scenarios.suites import SuiteError, load_suite
+    from sim.execute.runner import build_scenarios, generate_episodes
+
+    try:
+        s = load_suite(suite)
+    except SuiteError as exc:
+        raise LoopbenchError(str(exc)) from None
+    fams = split_list(families) or s.families
+    known = s.families if s.real else registered()
+    unknown = [f for f in fams if f not in known]
+    if unknown:
+        raise LoopbenchError(f"unknown families of suite {s.name!r}: {', '.join(unknown)} (see `loopbench list`)")
+    sd = s.seed if seed is None else seed
+    if s.real:
+        return s, sd, [ep for ep in load_real_episodes(s.name) if ep.family in fams]
+    n = episodes or s.episodes
+    return s, sd, generate_episodes(build_scenarios(fams, n, sd, s.family_params, s.family_weights), progress)
+
+
+def _pct(v) -> str:
+    return number_text(v, 1, True)
+
+
+def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta, engine, no_progress,
+                as_json) -> None:
+    from scenarios.files import atomic_write
+    from sim.execute.engines import EngineError
+    from sim.execute.rows import CALL_COLUMNS, open_rows
+    from sim.scoring.deploy import run_outcomes
+    from sim.scoring.outcomes import DELTA, load_profiles
+    from sim.tuning.deploy_tune import check_detector, frames, loco, pick, setting_text
+    from sim.tuning.evaluate import run_specs
+    from sim.tuning.params import TuningError
+    from sim.tuning.toml_out import overrides_toml
+
+    t0 = time.perf_counter()
+    say = (lambda m="": None) if as_json else click.echo
+    det = spec.build()
+    try:
+        param = check_detector(det)
+    except TuningError as exc:
+        raise LoopbenchError(str(exc)) from None
+    delta = DELTA if delta is None else delta
+    s, sd, eps = _episodes(suite, families, episodes, seed, not no_progress)
+    click.echo(f"tune {spec.label} for deployment: halts may stop at most {_pct(cap)} of successful runs; suite {s.name}, "
+               f"{len(eps)} episodes", err=True)
+    try:
+        res = run_specs([spec], eps, engine, not no_progress)[spec.label]
+    except EngineError as exc:
+        raise LoopbenchError(str(exc)) from None
+    _, profiles = load_profiles()
+    _, outcome_rows, lines = open_rows(spec.label, res, eps, delta, profiles)
+    units, calls = frames(lines, outcome_rows, CALL_COLUMNS)
+    outcomes = run_outcomes(units).by_episode
+    try:
+        p = pick(det, units, calls, outcomes, cap, delta=delta)
+    except TuningError as exc:
+        raise LoopbenchError(f"suite {s.name}: {exc}") from None
+    corpora = sorted(set(units["family"].astype(str)))
+    cv = loco(det, units, calls, outcomes, cap, delta=delta) if s.real and len(corpora) >= 2 else []
+
+    say(f"halt values tried: {param} ∈ {p.candidates}; search: " + "; ".join(p.log))
+    say(f"\nRecommended: {setting_text(param, p.picked)}"
+        + ("" if p.met else f"  (cap {_pct(cap)} NOT met: the fewest successful runs any setting stops)"))
+    say("Nudge: every alarm below the halt nudges; the stored scores hold no nudge threshold to move.\n")
+    head = ["setting", "successes stopped", "failed-run calls saved", "runaway caught", "failures stopped",
+            "loops caught", "blips nudged", "nudges / 100 clean calls"]
+    say("| " + " | ".join(head) + " |")
+    say("|" + "---|" * len(head))
+    for name, st in (("configured: " + setting_text(param, p.configured), p.configured),
+                     ("recommended: " + setting_text(param, p.picked), p.picked)):
+        f = st.figures
+        ss, sn = st.counts("succ_stopped", "succ")
+        say(f"| {name} | {_pct(f['successes_stopped'])} ({ss}/{sn}) | {_pct(f['failed_calls_saved'])} | "
+            f"{_pct(f['runaway_caught'])} | {_pct(f['failures_stopped'])} | {_pct(f['loops_caught'])} | "
+            f"{_pct(f['blips_nudged'])} | {number_text(f['nudges_per_100_clean'], 2)} |")
+    if cv:
+        say("\nLeave one corpus out (picked on the other corpora, scored on the held-out one):\n")
+        say("| held-out corpus | setting picked on the others | successes stopped | failed-run calls saved | runaway caught |")
+        say("|---|---|---|---|---|")
+        for r in cv:
+            if r["note"]:
+                say(f"| {r['corpus']} | {r['note']} | | | |")
+                continue
+            say(f"| {r['corpus']} | {r['setting']} | {_pct(r['successes_stopped'])} ({r['successes']}) | "
+                f"{_pct(r['failed_calls_saved'])} ({r['failed_calls']}) | {_pct(r['runaway_caught'])} ({r['runaway']}) |")
+
+    overrides = p.overrides(det.get_params().get("tool_overrides"))
+    f = p.picked.figures
+    header = [
+        f"loopbench tune --objective deploy --detector {detector} --max-stopped {cap:g} --suite {s.name}"
+        + (f" --families {families}" if families else "") + (f" --episodes {episodes}" if episodes else "")
+        + (f" --seed {sd}" if not s.real else ""),
+        f"halt ({param}): successes stopped {_pct(f['successes_stopped'])}, failed-run calls saved "
+        f"{_pct(f['failed_calls_saved'])}, runaway loops caught {_pct(f['runaway_caught'])} (in sample"
+        + ("" if p.met else f"; cap {_pct(cap)} NOT met") + ")",
+        f"nudge: every alarm below the halt; {number_text(f['nudges_per_100_clean'], 2)} nudges per 100 clean calls",
+        f"use: loopbench run --detectors {spec.label} --config {Path(out).name}, or adapters.core.guard_factory"
+        f"({spec.spec!r}, config=...)",
+    ]
+    base = {k: v for k, v in det.get_params().items()}
+    base[param] = p.picked.value
+    text = overrides_toml(spec.label, base, overrides, header)
+    tomllib.loads(text)  # never write a file run --config cannot read
+    atomic_write(out, text)
+    say(f"\nwrote {out} ({time.perf_counter() - t0:.1f} s)")
+    if as_json:
+        click.echo(json.dumps({
+            "detector": spec.label, "objective": "deploy", "max_stopped": cap, "met": p.met, "param": param,
+            "value": p.picked.value, "tools": p.picked.tools, "candidates": p.candidates,
+            "recommended": p.picked.figures, "configured": {"value": p.configured.value, **p.configured.figures},
+            "loco": cv, "episodes": len(eps), "suite": s.name, "out": str(out),
+        }, indent=2, default=str))

@@ -1,0 +1,169 @@
+"""``loopbench tune --objective deploy``: the halt setting under a cap on successful runs stopped."""
+from __future__ import annotations
+
+import json
+import tomllib
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from detectors.progress_guard import ProgressGuard
+from detectors.registry import make_detector
+from scenarios.injected_suite import load_real_episodes
+from sim.cli import main
+from sim.config.spec import DetectorSpec
+from sim.execute.rows import CALL_COLUMNS, open_rows
+from sim.scoring.deploy import episode_totals, metrics_from_totals, run_outcomes
+from sim.scoring.outcomes import load_profiles
+from sim.tuning.deploy_tune import HaltEvaluator, frames, loco, pick
+from sim.tuning.evaluate import run_specs
+from sim.tuning.params import TuningError
+
+# No embedding model: the semantic layer only adds alarms, and these tests are about the halt.
+PARAMS = {"semantic": False}
+
+
+@pytest.fixture(scope="module")
+def real_rows():
+    """progress_guard's episodes.csv / calls.csv rows on real-dev, and the run outcomes."""
+    eps = load_real_episodes("real-dev")
+    return _rows(eps, PARAMS)
+
+
+def _rows(eps, params):
+    spec = DetectorSpec("progress_guard", "progress_guard", params)
+    res = run_specs([spec], eps)["progress_guard"]
+    _, outcome_rows, lines = open_rows("progress_guard", res, eps, 5, load_profiles()[1])
+    units, calls = frames(lines, outcome_rows, CALL_COLUMNS)
+    return units, calls, run_outcomes(units).by_episode
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize("cap", [0.0, 0.02, 0.05, 0.5])
+def test_the_pick_respects_the_cap(real_rows, cap) -> None:
+    units, calls, outcomes = real_rows
+    p = pick(ProgressGuard(**PARAMS), units, calls, outcomes, cap, delta=5)
+    stopped, succ = p.picked.counts("succ_stopped", "succ")
+    assert succ > 0 and p.met and stopped <= cap * succ
+    # no setting within the cap saves more failed-run calls (the global values, every one tried)
+    ev = HaltEvaluator(ProgressGuard(**PARAMS), units, calls, outcomes, 5)
+    best = max((s.figures["failed_calls_saved"] for s in (ev.evaluate(v, {}) for v in ev.candidates) if s.met(cap)))
+    assert p.picked.figures["failed_calls_saved"] >= best
+
+
+def test_the_pick_changes_with_the_cap(real_rows) -> None:
+    units, calls, outcomes = real_rows
+    tight = pick(ProgressGuard(**PARAMS), units, calls, outcomes, 0.0, delta=5)
+    loose = pick(ProgressGuard(**PARAMS), units, calls, outcomes, 1.0, delta=5)
+    assert (tight.picked.value, tight.picked.tools) != (loose.picked.value, loose.picked.tools)
+    assert loose.picked.figures["failed_calls_saved"] > tight.picked.figures["failed_calls_saved"]
+    assert loose.picked.value == 0  # no cap: halt at the first alarm saves the most
+
+
+def test_the_latest_halt_tried_halts_nothing_so_a_cap_of_zero_is_reachable(real_rows) -> None:
+    units, calls, outcomes = real_rows
+    ev = HaltEvaluator(ProgressGuard(**PARAMS), units, calls, outcomes, 5)
+    last = ev.evaluate(ev.candidates[-1], {})
+    assert last.counts("succ_stopped", "succ")[0] == 0 and last.counts("fail_stopped", "fail")[0] == 0
+    assert ev.evaluate(0, {}).counts("fail_stopped", "fail")[0] > 0
+
+
+def test_the_evaluation_is_the_guard_it_writes(real_rows) -> None:
+    """The figures of a picked setting are what the guard built from it does: its own STOP verdicts,
+    replayed, halt the same runs at the same calls."""
+    units, calls, outcomes = real_rows
+    p = pick(ProgressGuard(**PARAMS), units, calls, outcomes, 0.02, delta=5)
+    params = {**PARAMS, "stop_after": p.picked.value, "tool_overrides": p.overrides(None) or None}
+    u2, c2, _ = _rows(load_real_episodes("real-dev"), params)
+    halts = c2["verdict"].isin(["stop", "escalate"]).to_numpy()
+    keys = {e: i for i, e in enumerate(dict.fromkeys(u2["episode"].astype(str)))}
+    t = episode_totals(u2, c2, outcomes, keys, alarm=halts).sum(axis=0)
+    m = metrics_from_totals(t)
+    for k in ("successes_stopped", "failures_stopped", "failed_calls_saved"):
+        assert np.isclose(m[k], p.picked.figures[k]), k
+
+
+def test_leave_one_corpus_out_scores_each_corpus_on_a_pick_it_never_saw(real_rows) -> None:
+    units, calls, outcomes = real_rows
+    rows = loco(ProgressGuard(**PARAMS), units, calls, outcomes, 0.01, delta=5)
+    corpora = sorted(set(units["family"]))
+    assert [r["corpus"] for r in rows] == corpora + ["pooled"]
+    held = [r for r in rows if r["corpus"] != "pooled"]
+    # the pooled row adds up the held-out folds
+    total = sum(int(r["successes"].split("/")[1]) for r in held)
+    assert rows[-1]["successes"].endswith(f"/{total}")
+
+
+def test_cli_writes_a_toml_the_run_and_the_adapters_read(tmp_path) -> None:
+    out = tmp_path / "deploy.toml"
+    r = invoke("tune", "--objective", "deploy", "--detector", "progress_guard", "--max-stopped", "0.01",
+               "--suite", "real-dev", "--out", str(out), "--no-progress", "--json", "--delta", "5")
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    assert summary["met"] and summary["recommended"]["successes_stopped"] <= 0.01
+    table = tomllib.loads(out.read_text())["detectors"]["progress_guard"]
+    assert table["stop_after"] == summary["value"]
+    for tool, v in summary["tools"].items():
+        assert table["tool_overrides"][tool]["stop_after"] == v
+    from adapters.core import guard_factory
+
+    guard = guard_factory("progress_guard", config=out)()
+    assert guard.detector.stop_after == summary["value"]
+    loose = invoke("tune", "--objective", "deploy", "--detector", "progress_guard", "--max-stopped", "0.5",
+                   "--suite", "real-dev", "--out", str(tmp_path / "loose.toml"), "--no-progress", "--json")
+    assert json.loads(loose.stdout[loose.stdout.index("{"):])["value"] != summary["value"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--max-stopped", "1.5"], "'--max-stopped': 1.5 is not in the range"),
+    (["--max-stopped", "x"], "'--max-stopped': 'x' is not a valid float"),
+    ([], "--objective deploy needs --max-stopped"),
+    (["--max-stopped", "0.01", "--max-false-alarm-rate", "0.05"], "--objective deploy takes --max-stopped"),
+    (["--max-stopped", "0.01", "--detector", "exact"], "ExactDetector has no graduated response"),
+    (["--max-stopped", "0.01", "--suite", "quick", "--families", "stale", "--episodes", "2"],
+     "no episode with a successful run outcome"),
+])
+def test_bad_values_are_one_line(args, says, tmp_path) -> None:
+    base = ["tune", "--objective", "deploy", "--suite", "real-dev", "--out", str(tmp_path / "t.toml"), "--no-progress"]
+    if "--detector" not in args:
+        base += ["--detector", "progress_guard"]
+    r = CliRunner().invoke(main, base + args)
+    assert r.exit_code == 2
+    err = r.stderr.strip().splitlines()
+    assert err[-1].startswith("loopbench: error:") and says in err[-1], r.stderr
+    assert "Traceback" not in r.output
+    assert not (tmp_path / "t.toml").exists()
+
+
+def test_max_stopped_needs_the_deploy_objective(tmp_path) -> None:
+    r = CliRunner().invoke(main, ["tune", "--detector", "exact", "--max-false-alarm-rate", "0.05", "--max-stopped", "0.01",
+                                  "--suite", "quick", "--out", str(tmp_path / "t.toml")])
+    assert r.exit_code == 2 and "--max-stopped is for --objective deploy" in r.stderr
+
+
+def test_a_detector_without_a_graduated_response_cannot_be_picked(real_rows) -> None:
+    units, calls, outcomes = real_rows
+    with pytest.raises(TuningError, match="no graduated response"):
+        pick(make_detector("exact"), units, calls, outcomes, 0.01, delta=5)
+
+
+def test_progress_guard_takes_stop_after_per_tool() -> None:
+    """The per-tool halt the deploy objective writes is one the guard honours: an alarm on a tool
+    with ``stop_after = 0`` stops at once; on another tool the first alarm still nudges."""
+    from detectors.protocol import Observation, ToolCall, Verdict
+
+    g = ProgressGuard(semantic=False, tool_overrides={"search": {"stop_after": 0}})
+    assert g.halt_threshold("search", 1) == 1.0 and g.halt_threshold("fetch_page", 1) == 2.0
+
+    def second(tool: str) -> Verdict:
+        s = g.start()
+        c = ToolCall(tool, {"q": "same"})
+        s = g.record(s, c, g.check(s, c), Observation("a result"))
+        return g.check(s, ToolCall(tool, {"q": "same"})).verdict
+
+    assert second("search") is Verdict.STOP
+    assert second("find_flights") is Verdict.NUDGE
