@@ -35,7 +35,10 @@ Layers, cheapest and most certain first; all state is path-local and immutable:
 Every decision carries ``events = (("loop:detected", {...}),)`` with the layer, tool and
 tier, and a STOP's ``reason`` starts with ``loop-guard:`` — a machine-readable signal.
 
-Per-tool rules come from tool-name patterns (``DEFAULT_RULES``) and can be overridden:
+Which calls write is declared per tool (``detectors.effects``: built in for the common
+harnesses' tools, extended in ``tool_overrides`` / ``[tools.NAME]``); a write that failed
+changed nothing. For an undeclared tool the per-tool rules come from tool-name patterns
+(``DEFAULT_RULES``), the last resort. Any of them can be overridden:
 ``tool_overrides={"check_status": {"mode": "poll"}, "http_get": {"max_retries": 5},
 "calc": {"exempt": True}, "search": {"similarity": 0.9}}``.
 """
@@ -50,6 +53,7 @@ import xxhash
 
 from .callmemo import ArgsMemo, CallMemo
 from .commands import CODE_KEYS, cosmetic_form, writes
+from .effects import Effects
 from .pathmap import PathCounts
 from .result_news import ResultText, read_result, what_is_new
 from .result_news import norm_text as _norm_text
@@ -58,14 +62,19 @@ from .signature import args_text, canonical_json, content_text
 from .params import OneOf, Range
 
 MODES = ("default", "poll", "retry", "mutating", "command", "exempt")
+#: The mode of a tool whose effects are declared (``detectors.effects``) and whose mode was not
+#: set: each call is "mutating" when its declared effect writes, "default" when it only reads.
+DECLARED = "declared"
 #: What the semantic layer compares: the model's sentence vectors, or static word-piece vectors.
 SEMANTIC_VECTORS = ("model", "static")
 
-#: Tool-name patterns -> mode, first match wins. Harness authors know their tools; these
-#: are the families every harness has.
+#: Tool-name patterns -> mode, first match wins: the last resort for a tool whose effects
+#: nobody declared (``detectors.effects``). Harness authors know their tools; these are the
+#: families every harness has.
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     (r"^(think|reflect|scratchpad|note|todo|plan)$", "exempt"),  # the model talking to itself
-    (r"status|poll|wait|progress|tail|read_output|check_job|get_job|logs?$", "poll"),
+    # Whole words of the name: ``get_reservation_details`` is no ``tail``.
+    (r"(?<![a-z])(status|poll|wait|progress|tail|read_output|check_job|get_job|logs?$)(?![a-z])", "poll"),
     # Paging: the same call shows the next part (scrolling, the next match of a lookup).
     (r"scroll|page_?(up|down)|next_page|more_results|lookup", "poll"),
     # One tool that reads, edits and tests: whether a call writes is in its command text.
@@ -343,6 +352,9 @@ class ProgressGuard(Detector):
         self.tool_overrides = tool_overrides
         self.embedder = embedder
         self._modes: dict[str, str] = {}
+        # Which calls write: declared per tool, built in for the common harnesses; read now so
+        # a bad table fails when the guard is built.
+        self._effects = Effects(tool_overrides)
         self._literal: dict[str, bool] = {}
         # Once per call object for check() and record(), and once per distinct call in all.
         self._prepare = CallMemo(ArgsMemo(self._prepare_uncached))
@@ -369,10 +381,12 @@ class ProgressGuard(Detector):
                 m = "exempt"
             else:
                 m = tool_param(self.tool_overrides, tool, "mode", None)
-                if m is None:
+                if m is None and self._effects.declared(tool):
+                    m = DECLARED
+                elif m is None:
                     low = tool.lower()
                     m = next((mode for pattern, mode in DEFAULT_RULES if re.search(pattern, low)), "default")
-            if m not in MODES:
+            if m not in MODES and m != DECLARED:
                 raise ValueError(f"tool {tool!r}: mode must be one of {', '.join(MODES)}, got {m!r}")
             self._modes[tool] = m
         return m
@@ -385,7 +399,8 @@ class ProgressGuard(Detector):
         args = _as_mapping(call.args)
         # Code and commands: cosmetic edits are formatting, a changed computation is a new
         # call (never a "rewording"), and the text says whether the call writes.
-        command_tool = self.mode(call.tool) == "command"
+        effect = self._effects.of(call)
+        command_tool = self.mode(call.tool) == "command" or self._effects.is_shell(call.tool)
         code = {k: v for k, v in args.items() if isinstance(v, str) and (command_tool or str(k).lower() in CODE_KEYS)}
         normal = _normalise({k: v for k, v in args.items() if k not in code})
         normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
@@ -402,12 +417,13 @@ class ProgressGuard(Detector):
             else:
                 skeleton[str(k)] = v
         return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
-                         any(writes(v) for v in code.values()), bool(code), frozenset(_echo_tokens(call.args)),
+                         effect.writes if effect is not None else any(writes(v) for v in code.values()), bool(code),
+                         frozenset(_echo_tokens(call.args)),
                          call.args, call.tool, normal_json)
 
     def _effective_mode(self, tool: str, p: _Prepared) -> str:
         mode = self.mode(tool)
-        if mode == "command":
+        if mode == "command" or mode == DECLARED:
             return "mutating" if p.writes else "default"
         return mode
 
@@ -729,6 +745,11 @@ class ProgressGuard(Detector):
         # A write that succeeded changed the world even when its answer repeats a record read
         # before: a later write with other numbers (a value set back) is no drift.
         write_ok = mode == "mutating" and not observation.error
+        # Whether the world may have changed: a write that failed changed nothing (the editor's
+        # "no match", a booking the API refused), so a read right after it that returns the
+        # same result is a repeat. A failed command is another matter: a shell line that
+        # writes a file and then runs it reports the run's failure, the file was written.
+        wrote = write_ok or (mode == "mutating" and p.code)
         families = state.families.set(p.family, (state.step, informative or write_ok))
         silent = state.silent
         unanswered_repeat = state.unanswered_repeat
@@ -770,7 +791,7 @@ class ProgressGuard(Detector):
             stale_streak = 0 if informative else state.stale_streak + 1
         return GuardState(
             step=state.step + 1, keys=keys, families=families, lines=lines, sem=sem,
-            last_mutation=state.step if mode == "mutating" else state.last_mutation,
+            last_mutation=state.step if wrote else state.last_mutation,
             stale_streak=stale_streak,
             error_tool=error_tool, error_key=error_key, error_run=error_run,
             strikes=strikes, since_strike=since, fresh_from=fresh_from,
