@@ -128,6 +128,8 @@ PARAM_DOCS: dict[str, str] = {
     "runs": "runs of different code that print the same output",
     "pages": "long pages opened and scrolled to the end",
     "retries": "look-ups that fail on a mistyped id and are retried with the right one",
+    "difficulty": "how hard the headroom family is, 0..1 (what it scales: docs/scenarios.md, headroom families)",
+    "queries": "queries paged through to their last page",
 }
 #: Where a parameter means something else in one family.
 FAMILY_PARAM_DOCS: dict[tuple[str, str], str] = {

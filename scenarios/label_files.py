@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from scenarios.files import atomic_file
+from scenarios.severity import SEVERITY_KEY, Severity
 from scenarios.trace import TraceError, read_trace, write_trace
 from scenarios.tree import Episode, Label
 
@@ -48,6 +50,8 @@ class LabelRun:
     human: int = 0  # traces whose labels a person decided (kept or newly imported)
     imported: int = 0  # decisions taken from the labels file this run
     problems: list[str] = field(default_factory=list)
+    severities: Counter = field(default_factory=Counter)  # runaway / blip -> looping traces
+    outcomes: Counter = field(default_factory=Counter)  # success / failure / unknown -> traces
 
 
 def read_labels(path: str | os.PathLike) -> tuple[list[dict[str, Any]], list[str]]:
@@ -100,6 +104,13 @@ def apply_decision(ep: Episode, entry: dict[str, Any]) -> str | None:
     ep.meta[SOURCE_KEY] = HUMAN
     decision = entry.get("decision")
     ep.meta[DECISION_KEY] = decision if decision in DECISIONS else ("corrected" if entry["loops"] else "clean")
+    ep.meta.pop(SEVERITY_KEY, None)
+    persistence, to_end = entry.get("persistence"), entry.get("to_end")
+    if onset is not None and isinstance(persistence, int) and not isinstance(persistence, bool) and persistence >= 1 \
+            and isinstance(to_end, bool):
+        # The person accepted the onset with the severity shown beside it.
+        sev = Severity(persistence, to_end)
+        ep.meta[SEVERITY_KEY] = {"persistence": persistence, "to_end": to_end, "severity": sev.severity, "source": HUMAN}
     if entry.get("ambiguous"):
         ep.meta[AMBIGUOUS_KEY] = True
     else:
@@ -141,6 +152,8 @@ def label_traces(
     run.traces = len(episodes)
     run.loops = sum(p.loops for p in proposals)
     run.human = sum(p.source == HUMAN for p in proposals)
+    run.severities = Counter(p.severity for p in proposals if p.loops and p.severity)
+    run.outcomes = Counter(p.outcome for p in proposals)
     ordered = sorted(proposals, key=lambda p: (p.source == HUMAN, p.confidence, p.episode))
     if review_path is not None:
         doc = {"rubric_version": RUBRIC_VERSION, "source_trace": Path(in_path).name,

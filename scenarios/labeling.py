@@ -31,7 +31,9 @@ reads the judged call's own result (hindsight). The rules, all general:
 - a call whose result is empty by design (a ``think`` note) asks the world nothing and is
   never judged; ``cycle``: a repeat of the call before last, alternating with another.
 
-The onset of a path is its first redundant call; every call gets a label. The
+The onset of a path is its first redundant call; every call gets a label. How long the
+loop lasts follows from the same per-call verdicts (:mod:`scenarios.severity`): the
+redundant calls in a row from the onset, and whether they reach the path's end. The
 thresholds below were set on the dev half of the hand labels (``bench/bench_label.py``);
 the held-out half checks them. A trace
 whose labels a person confirmed or corrected (``meta["label_source"] == "human"``, set
@@ -41,13 +43,17 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from detectors.protocol import result_known
 from scenarios import realsuite
+from scenarios.outcome import UNKNOWN, run_outcome
+from scenarios.severity import SEVERITY_KEY, Severity, severity
 from scenarios.tree import Episode, Label, ToolNode
 
 RUBRIC_VERSION = 1
@@ -89,6 +95,30 @@ _WORD = re.compile(r"\d+(?:[.:,/-]\d+)*|\w+", re.UNICODE)
 _IDENT = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[A-Za-z0-9_\-.]{4,}$")
 _ID_KEY = re.compile(r"(^|[_\-])(id|ids)$|[a-z](Id|Ids|ID)$", re.I)
 _COMMENT = re.compile(r"(?m)\s*(#|//).*$")
+
+
+#: The thresholds above that a calibration may choose (``bench/bench_label.py --loco`` picks
+#: them on the other corpora): name -> shipped value.
+THRESHOLDS = ("PARAPHRASE_JACCARD", "LONG_PARAPHRASE_JACCARD", "NUDGE_RATIO", "NOISE_SHARE", "PLACE_NOISE_SHARE",
+              "NOISE_MIN_WORDS", "HEAD_WORDS")
+
+
+@contextmanager
+def thresholds(**values: float) -> Iterator[None]:
+    """Label with other values of :data:`THRESHOLDS` inside the block (a calibration's
+    candidates); the shipped values come back after it."""
+    unknown = set(values) - set(THRESHOLDS)
+    if unknown:
+        raise ValueError(f"not a labeller threshold: {', '.join(sorted(unknown))}")
+    module = sys.modules[__name__]
+    saved = {k: getattr(module, k) for k in values}
+    try:
+        for k, v in values.items():
+            setattr(module, k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(module, k, v)
 
 
 # -- text helpers --------------------------------------------------------------------------
@@ -444,6 +474,11 @@ class Proposal:
     evidence: list[dict[str, Any]]
     calls: list[dict[str, Any]] = field(default_factory=list)  # for the review page
     decision: str | None = None  # a person's: accepted / corrected / clean / ambiguous
+    # The loop's severity in hindsight (SPEC §11), None on a clean trace.
+    persistence: int | None = None
+    to_end: bool | None = None
+    severity: str | None = None
+    outcome: str = UNKNOWN  # how the run ended, as its meta records it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -495,6 +530,45 @@ def _call_rows(ep: Episode, limit: int = 4000) -> list[dict[str, Any]]:
     return rows
 
 
+def onset_path(ep: Episode, onset: int) -> list[ToolNode]:
+    """The tool calls of the first root-to-leaf path through call ``onset`` (its only path when linear)."""
+    target = ep.tool_nodes()[onset].id
+    for leaf_path in ep.paths():
+        calls = [n for n in leaf_path if isinstance(n, ToolNode)]
+        if any(n.id == target for n in calls):
+            return calls
+    raise ValueError(f"episode {ep.id}: call {onset} is on no path")
+
+
+def loop_severity(path: list[ToolNode], redundant: set[str], onset_id: str) -> Severity:
+    """The severity of the loop starting at ``onset_id`` on ``path``, given the ids of the calls
+    judged redundant (the onset counts as redundant: it is where the loop was located).
+    A note to self (a ``think`` call) is skipped.
+
+    An action that its delegation's reply already reported is one event with the delegation
+    (:func:`reports_cause`): it lasts the loop or ends it as the delegation does. Judged
+    alone it may look new (another control clicked) while its result, already in the
+    reply, brought nothing.
+    """
+    flags: list[bool | None] = [n.id in redundant or n.id == onset_id for n in path]
+    for j, node in enumerate(path):
+        if node.id == onset_id:
+            continue
+        if _note_to_self(node):
+            flags[j] = None  # asks the world nothing: neither news nor a repeat
+        elif j and reports_cause(path[j - 1], node):
+            flags[j] = flags[j - 1]
+    return severity(flags, next(i for i, n in enumerate(path) if n.id == onset_id))
+
+
+def hindsight_severity(ep: Episode, onset: int) -> Severity:
+    """The severity of ``ep``'s loop from call ``onset`` (an index among its tool calls, such as
+    a hand label's onset), from the labeller's verdicts on the calls of its path."""
+    path = onset_path(ep, onset)
+    verdicts = judge_path(path, ep.call_index())
+    return loop_severity(path, {nid for nid, ev in verdicts.items() if ev is not None}, ep.tool_nodes()[onset].id)
+
+
 def propose(ep: Episode) -> tuple[dict[str, Label], Proposal]:
     """Labels for every call of ``ep`` and the trace's proposal (onset, evidence, confidence)."""
     index = ep.call_index()
@@ -514,12 +588,23 @@ def propose(ep: Episode) -> tuple[dict[str, Label], Proposal]:
               for n in tools}
     first = next((verdicts[n.id] for n in tools if verdicts.get(n.id) is not None), None)
     evidence = [asdict(first)] if first is not None else ([asdict(near)] if near is not None else [])
+    sev = None
+    if first is not None:
+        sev = loop_severity(onset_path(ep, first.call), {nid for nid, ev in verdicts.items() if ev is not None},
+                            tools[first.call].id)
     proposal = Proposal(
         episode=ep.id, calls_sha1=calls_sha1(ep), n_calls=len(tools), loops=first is not None,
         onset=None if first is None else first.call, kind=None if first is None else first.kind,
         confidence=_confidence(first, near), source=LABELLER, evidence=evidence, calls=_call_rows(ep),
+        **_severity_fields(sev), outcome=run_outcome(ep.meta),
     )
     return labels, proposal
+
+
+def _severity_fields(sev: Severity | None) -> dict[str, Any]:
+    if sev is None:
+        return {}
+    return {"persistence": sev.persistence, "to_end": sev.to_end, "severity": sev.severity}
 
 
 def human_proposal(ep: Episode) -> Proposal:
@@ -527,10 +612,20 @@ def human_proposal(ep: Episode) -> Proposal:
     tools = ep.tool_nodes()
     onset = next((i for i, n in enumerate(tools) if n.label is not None and n.label.loop), None)
     decision = ep.meta.get(DECISION_KEY)
+    sev = None
+    if onset is not None:
+        recorded = ep.meta.get(SEVERITY_KEY)
+        if isinstance(recorded, dict) and recorded.get("source") == HUMAN:
+            sev = Severity(recorded["persistence"], recorded["to_end"])  # as the person confirmed it
+        else:
+            # A person located the onset; the calls after it carry the labeller's verdicts.
+            path = onset_path(ep, onset)
+            sev = loop_severity(path, {n.id for n in path if n.label is not None and n.label.loop}, tools[onset].id)
     return Proposal(
         episode=ep.id, calls_sha1=calls_sha1(ep), n_calls=len(tools), loops=onset is not None, onset=onset,
         kind=None if onset is None else tools[onset].label.kind, confidence=1.0, source=HUMAN, evidence=[],
-        calls=_call_rows(ep), decision=decision if isinstance(decision, str) else None,
+        calls=_call_rows(ep), decision=decision if isinstance(decision, str) else None, **_severity_fields(sev),
+        outcome=run_outcome(ep.meta),
     )
 
 
@@ -549,6 +644,11 @@ def label_episodes(episodes: Iterable[Episode]) -> tuple[list[Episode], list[Pro
             for n in ep.tool_nodes():
                 n.label = labels[n.id]
             ep.meta[SOURCE_KEY] = LABELLER
+            # The trace carries the proposed severity, which the scorer reads (scenarios.severity).
+            ep.meta.pop(SEVERITY_KEY, None)
+            if proposal.severity is not None and ep.is_linear():
+                ep.meta[SEVERITY_KEY] = {"persistence": proposal.persistence, "to_end": proposal.to_end,
+                                         "severity": proposal.severity, "source": LABELLER}
             proposals.append(proposal)
         done.append(ep)
     return done, proposals

@@ -25,7 +25,7 @@ import hashlib
 import json
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -33,6 +33,8 @@ from typing import Any, Callable, Iterable
 
 from detectors.protocol import UNRECORDED, Message, Observation, ToolCall
 from scenarios.files import atomic_file
+from scenarios.severity import SEVERITY_KEY
+from scenarios.outcome import FAILURE, SECTION_OUTCOMES, UNKNOWN, call_at_step, from_reward, history_step, outcome_meta
 from scenarios.trace import dumps_events, episode_events, loads_trace
 from scenarios.tree import Episode, Label, ThinkNode, ToolNode
 
@@ -40,6 +42,9 @@ from scenarios.tree import Episode, Label, ThinkNode, ToolNode
 SUITES = {"real-dev": "real-dev-labels.json"}
 #: The converted traces shipped for each suite (τ-bench and ReAct only).
 SHIPPED = {"real-dev": "real-dev.jsonl.gz"}
+
+#: The severities proposed for each suite's loops (``scenarios.real_severity`` builds them).
+SEVERITIES = {"real-dev": "real-dev-severity.json"}
 
 #: Labels-file source -> the family name the suite reports it under.
 FAMILIES = {
@@ -66,6 +71,8 @@ class Call:
     tool: str
     args: dict[str, Any]
     result: str | None  # None: the call got no result
+    # The message of the log's history it was made at (Who&When): where, not what, so not compared.
+    turn: int | None = field(default=None, compare=False)
 
 
 #: A step is a ``Call`` or a ``(role, text)`` message the agent saw or wrote.
@@ -199,9 +206,9 @@ def _magentic_one(path: Path) -> dict[Any, list[Step]]:
                 if later.get("role") == agent:
                     reply = later.get("content") or ""
                     break
-            steps.append(Call(agent, {"instruction": content}, reply))
+            steps.append(Call(agent, {"instruction": content}, reply, j))
         elif role == "WebSurfer" and (call := _web_action(content)) is not None:
-            steps.append(call)
+            steps.append(replace(call, turn=j))
         elif role == "human":
             steps.append(("user", content))
         elif role.startswith("Orchestrator"):
@@ -226,7 +233,7 @@ def _captain_agent(path: Path) -> dict[Any, list[Step]]:
         if blocks and nxt is not None and nxt.get("name") == _TERMINAL:
             info = blocks[0][0].strip().lower()
             code = "\n\n".join(body.strip("\n") for _, body in blocks)
-            steps.append(Call(f"exec.{info}" if info else "exec", {"code": code}, nxt.get("content") or ""))
+            steps.append(Call(f"exec.{info}" if info else "exec", {"code": code}, nxt.get("content") or "", j))
     return {None: steps}
 
 
@@ -239,9 +246,65 @@ CONVERTERS: dict[str, Callable[[Path], dict[Any, list[Step]]]] = {
 }
 
 
+# -- how each run ended (SPEC §11), read from the same files ------------------------------
+#: (outcome, history index of the annotated mistake or None)
+RunEnd = tuple[str, int | None]
+
+
+def _tau_bench_ends(path: Path) -> dict[Any, RunEnd]:
+    """Record index -> its reward as an outcome (1 = solved)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {i: (from_reward(rec.get("reward")), None) for i, rec in enumerate(data)}
+
+
+_REACT_SECTION = re.compile(r"^-+ BEGIN (CORRECT|INCORRECT|HALTED) AGENTS -+\s*$")
+
+
+def _react_ends(path: Path) -> dict[Any, RunEnd]:
+    """Ordinal of a ``Question: `` line -> the outcome of the section it is in."""
+    out: dict[Any, RunEnd] = {}
+    section = None
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if m := _REACT_SECTION.match(line):
+            section = m.group(1).lower()
+        elif line.startswith("BEGIN TRIAL "):
+            section = None
+        elif line.startswith("Question: "):
+            out[len(out)] = (SECTION_OUTCOMES.get(section or "", UNKNOWN), None)
+    return out
+
+
+def _who_and_when_ends(path: Path) -> dict[Any, RunEnd]:
+    """Who&When collects failed runs, each annotated with the history step that made it fail."""
+    step = history_step(json.loads(path.read_text(encoding="utf-8")).get("mistake_step"))
+    return {None: (FAILURE if step is not None else UNKNOWN, step)}
+
+
+ENDS: dict[str, Callable[[Path], dict[Any, RunEnd]]] = {
+    "tau-bench-airline-gpt4o": _tau_bench_ends,
+    "reflexion-react-hotpotqa": _react_ends,
+    "who-and-when/Hand-Crafted": _who_and_when_ends,
+    "who-and-when/Algorithm-Generated": _who_and_when_ends,
+}
+
+
 @lru_cache(maxsize=8)
 def _converted(source: str, path: str) -> dict[Any, list[Step]]:
     return CONVERTERS[source](Path(path))
+
+
+@lru_cache(maxsize=8)
+def _ends(source: str, path: str) -> dict[Any, RunEnd]:
+    return ENDS[source](Path(path))
+
+
+def run_end_meta(end: RunEnd | None, steps: list[Step]) -> dict[str, Any]:
+    """An episode's outcome meta: the outcome, and the annotated mistake as a tool-call index."""
+    if end is None:
+        return outcome_meta(UNKNOWN)
+    outcome, mistake = end
+    k = None if mistake is None else call_at_step((c.turn for c in _calls(steps)), mistake)
+    return outcome_meta(outcome, k)
 
 
 # -- labels -> episodes ----------------------------------------------------------------
@@ -259,11 +322,12 @@ def episode_id(trace: dict) -> str:
     return f"{fam}:{Path(trace['file']).stem}"
 
 
-def labelled_episode(trace: dict, steps: list[Step]) -> Episode:
-    """The episode of one label entry: messages and calls in order, calls labelled (SPEC §6)."""
+def labelled_episode(trace: dict, steps: list[Step], end: RunEnd | None = None) -> Episode:
+    """The episode of one label entry: messages and calls in order, calls labelled (SPEC §6),
+    and how the run ended (``end``, see :data:`ENDS`) in its meta."""
     onset = trace["onset"] if trace["loops"] else None
     meta = {"source": trace["source"], "file": trace["file"], "trace_key": trace["trace_key"],
-            "locator": trace.get("locator") or {}, "calls_sha1": trace["calls_sha1"]}
+            "locator": trace.get("locator") or {}, "calls_sha1": trace["calls_sha1"], **run_end_meta(end, steps)}
     ep = Episode(episode_id(trace), family=FAMILIES[trace["source"]], meta=meta)
     parent: str | None = None
     k = 0
@@ -366,7 +430,7 @@ def _from_corpus(labels: dict, corpus_dir: Path, sources: Iterable[str], out: Su
         if why:
             out.problems.append(f"{where(trace)}: {why}; label not used")
             continue
-        out.episodes.append(labelled_episode(trace, steps))
+        out.episodes.append(labelled_episode(trace, steps, _ends(source, str(path)).get(trace["trace_key"])))
         out.matched += 1
 
 
@@ -422,7 +486,44 @@ def load_suite(name: str = "real-dev", corpus_dir: str | Path | None = None, *,
                 out.skipped_sources[t["source"]] = out.skipped_sources.get(t["source"], 0) + 1
     order = {s: i for i, s in enumerate(FAMILIES)}
     out.episodes.sort(key=lambda e: (order[e.meta["source"]], e.id))
+    if labels_path is None:
+        attach_severities(name, out.episodes, out.problems)
     return out
+
+
+def label_onset(ep: Episode) -> int | None:
+    """The labelled onset of a real episode: its first call labelled ``loop: true``."""
+    return next((i for i, n in enumerate(ep.tool_nodes()) if n.label is not None and n.label.loop), None)
+
+
+def load_severities(name: str) -> dict[str, dict]:
+    """The suite's proposed severities by ``calls_sha1`` (empty when it has none)."""
+    if name not in SEVERITIES or not _data(SEVERITIES[name]).is_file():
+        return {}
+    doc = json.loads(_data(SEVERITIES[name]).read_text(encoding="utf-8"))
+    return {t["calls_sha1"]: t for t in doc["traces"]}
+
+
+def attach_severities(name: str, episodes: Iterable[Episode], problems: list[str]) -> None:
+    """Put each looping episode's proposed severity into ``meta["severity"]`` (SPEC §11).
+
+    The hand labels mark every call from the onset on, so they do not say how long a loop
+    lasts; the severities file does, for the onset the labels name. An entry proposed for
+    another onset is reported and left out, never applied to a loop it was not judged on.
+    """
+    found = load_severities(name)
+    if not found:
+        return
+    for ep in episodes:
+        onset = label_onset(ep)
+        entry = found.get(ep.meta.get("calls_sha1", ""))
+        if onset is None or entry is None:
+            continue
+        if entry.get("onset") != onset:
+            problems.append(f"{SEVERITIES[name]}: episode {ep.id}: severity proposed for onset {entry.get('onset')}, "
+                            f"the label's onset is {onset}; not used")
+            continue
+        ep.meta[SEVERITY_KEY] = {k: entry[k] for k in ("persistence", "to_end", "severity", "source")}
 
 
 class RealSuiteWarning(UserWarning):

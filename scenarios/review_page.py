@@ -1,7 +1,10 @@
 """The labelling review page: one self-contained HTML file, no server, no network.
 
 Each trace is a list of its calls (results folded, opened on demand), the proposed
-onset highlighted with its evidence; least-confident traces come first. Keys:
+onset highlighted with its evidence, the loop's proposed severity (runaway / blip, the
+redundant calls in a row) and how the run ended; least-confident traces come first.
+Accepting a proposed onset confirms the severity shown with it (the export carries it).
+Keys:
 
     j / ↓   next trace          k / ↑   previous trace
     a       accept the proposal c       mark clean          m   mark ambiguous
@@ -35,7 +38,7 @@ MAX_EVIDENCE_TEXT = 8000
 GZIP_LEVEL = 3
 
 _TRACE_KEYS = ("episode", "calls_sha1", "n_calls", "loops", "onset", "kind", "confidence", "source", "evidence",
-               "decision")
+               "decision", "outcome", "persistence", "to_end", "severity")
 
 
 def _clip(text: Any, limit: int) -> Any:
@@ -108,6 +111,8 @@ ol.calls li.proposed:not(.onset){border-left-color:#ef9a9a}
 ol.calls li.after{color:#777}
 ol.calls li.near{border-left-color:#ffb300;background:#fffde7}
 .tool{font-weight:600}.err{color:#c62828}
+.sev,.outcome{font-size:12px;border-radius:10px;padding:0 8px;background:#eee}
+.sev.runaway{background:#ffcdd2}.sev.blip{background:#e1f5fe}.outcome.success{background:#c8e6c9}.outcome.failure{background:#ffe0b2}
 .evidence{font-family:system-ui,sans-serif;font-size:12.5px;background:#fff8e1;border:1px solid #ffe082;border-radius:4px;padding:2px 6px;margin:2px 0}
 details pre{white-space:pre-wrap;word-break:break-word;max-height:18em;overflow:auto;background:#fafafa;margin:2px 0;padding:4px}
 </style></head><body>
@@ -155,6 +160,9 @@ function header(i) {
   h.append(el("span", "eid", t.episode), el("span", "conf", "confidence " + Number(t.confidence).toFixed(2)));
   const prop = t.loops ? "proposed onset #" + t.onset + " (" + (t.kind || "loop") + ")" : "proposed clean";
   h.append(el("span", "prop", prop), el("span", "calls", t.n_calls + " calls"));
+  if (t.loops && t.severity) h.append(el("span", "sev " + t.severity, t.severity + ": " + t.persistence
+                                         + " redundant in a row" + (t.to_end ? ", to the end" : "")));
+  h.append(el("span", "outcome " + (t.outcome || "unknown"), "run: " + (t.outcome || "unknown")));
   const cur = s.onset === null || s.onset === undefined ? "clean" : "onset #" + s.onset;
   const b = el("span", "badge " + (s.decision || ""), s.decision ? s.decision + " \\u2192 " + cur : "undecided");
   b.dataset.role = "decision";
@@ -247,7 +255,10 @@ function entries() {
     const loops = s.onset !== null && s.onset !== undefined;
     out.push({episode: t.episode, calls_sha1: t.calls_sha1, n_calls: t.n_calls, loops: loops,
               onset: loops ? s.onset : null, kind: loops && s.onset === t.onset ? t.kind : null,
-              ambiguous: s.ambiguous, decision: s.decision, source: "human"}); });
+              ambiguous: s.ambiguous, decision: s.decision, source: "human",
+              // Accepting the proposed onset confirms the severity shown with it.
+              ...(loops && s.onset === t.onset && t.severity ? {persistence: t.persistence, to_end: t.to_end,
+                                                                 severity: t.severity} : {})}); });
   return out;
 }
 

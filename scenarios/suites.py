@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from . import realsuite
+from . import injected_suite, realsuite
 from .base import FAMILIES, registered
 
 
@@ -51,17 +51,18 @@ def episode_count(episodes: int, weight: float) -> int:
 
 def suite_names() -> list[str]:
     files = [p.name[:-5] for p in resources.files("scenarios").joinpath("suites").iterdir() if p.name.endswith(".toml")]
-    return sorted(files + list(realsuite.SUITES))
+    return sorted(files + list(realsuite.SUITES) + list(injected_suite.SUITES))
 
 
 def real_suite(name: str) -> Suite:
     """The suite of labelled real traces ``name``: one family per corpus, open loop."""
-    return Suite(name=name, description=f"labelled real agent traces ({name})", mode="open",
-                 families=list(realsuite.FAMILIES.values()), real=True, episodes=0)
+    what = "loops injected into clean real agent traces" if injected_suite.is_injected(name) else "labelled real agent traces"
+    return Suite(name=name, description=f"{what} ({name})", mode="open",
+                 families=injected_suite.families(name), real=True, episodes=0)
 
 
 def load_suite(name_or_path: str) -> Suite:
-    if name_or_path in realsuite.SUITES:
+    if name_or_path in realsuite.SUITES or injected_suite.is_injected(name_or_path):
         return real_suite(name_or_path)
     registered()
 

@@ -22,6 +22,7 @@ import orjson
 from detectors.protocol import Message, Observation, ToolCall, unrecorded
 
 from scenarios.files import atomic_file
+from scenarios.outcome import meta_problem
 from scenarios.tree import Episode, Label, ThinkNode, ToolNode
 
 KINDS = ("episode", "tool_call", "tool_result", "message", "error")
@@ -190,7 +191,10 @@ class _EpisodeBuilder:
             seed = rec.get("seed")
             self.ep.seed = seed if isinstance(seed, int) and not isinstance(seed, bool) else None
             meta = rec.get("meta")
-            self.ep.meta = meta if isinstance(meta, dict) else {}
+            meta = meta if isinstance(meta, dict) else {}
+            if (why := meta_problem(meta)) is not None:
+                raise _Bad(why)
+            self.ep.meta = meta
             return
         if kind == "tool_call":
             tool = _require(rec, "tool", str, "tool_call")

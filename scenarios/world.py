@@ -19,6 +19,7 @@ from detectors.protocol import Observation, ToolCall
 from .lexicon import CONCEPTS, concepts_of
 from .editor import run_editor, run_shell
 from .shell import run_command
+from .webtools import WebTools
 from .worldtools import MoreTools, norm_path
 
 
@@ -35,7 +36,7 @@ class ToolSpec:
 TOOLS: dict[str, ToolSpec] = {
     t.name: t
     for t in (
-        ToolSpec("search", 0.005, "Search the document collection: search(query, limit=3, offset=0)"),
+        ToolSpec("search", 0.005, "Search the document collection: search(query, limit=3, offset=0 or page=1)"),
         ToolSpec("read_file", 0.0005, "Read a file: read_file(path)"),
         ToolSpec("list_dir", 0.0002, "List a directory: list_dir(path)"),
         ToolSpec("http_get", 0.002, "Fetch a URL: http_get(url, params={})"),
@@ -52,6 +53,11 @@ TOOLS: dict[str, ToolSpec] = {
         ToolSpec("scroll", 0.001, "Scroll the open page one screen: scroll(direction='down')"),
         ToolSpec("delegate", 0.01, "Ask a sub-agent to do something: delegate(agent, instruction)"),
         ToolSpec("bash", 0.002, "Run a shell command: bash(command)"),
+        # Magentic-One's WebSurfer actions (scenarios.webtools)
+        ToolSpec("visit_url", 0.002, "Type an address into the browser's address bar: visit_url(url)"),
+        ToolSpec("click", 0.002, "Click a link of the open page by its text: click(target)"),
+        ToolSpec("web_search", 0.005, "Search the web: web_search(query)"),
+        ToolSpec("WebSurfer", 0.01, "Ask the web agent to do something in the browser: WebSurfer(instruction)"),
         # the multi-tool coding agent's editor and shell (scenarios.editor)
         ToolSpec("str_replace_editor", 0.0005, "View, create and edit files: str_replace_editor(command, path, ...)"),
         ToolSpec("execute_bash", 0.002, "Run a command in the repository: execute_bash(command)"),
@@ -191,7 +197,7 @@ def safe_arith(expr: str) -> float:
 
 
 @dataclass
-class World(MoreTools):
+class World(MoreTools, WebTools):
     """A deterministic world built from a seed: documents, files, endpoints and jobs."""
 
     seed: int
@@ -306,13 +312,15 @@ class World(MoreTools):
     def _t_search(self, state: WorldState, args: Mapping[str, Any]):
         query = str(args.get("query", args.get("q", "")))
         limit = int(args.get("limit", 3))
-        offset = int(args.get("offset", 0))
+        # Numbered pages (page=1, 2, ...) are offsets counted in pages.
+        offset = (int(args["page"]) - 1) * limit if "page" in args else int(args.get("offset", 0))
         if limit < 0 or offset < 0:
             raise ValueError("limit and offset must be non-negative")
         ranked = self._rank(concepts_of(query))
         page = ranked[offset:offset + limit]
         if not page:
-            why = "no documents match" if not ranked else f"offset {offset} is past the last result ({len(ranked)})"
+            why = ("no documents match" if not ranked else f"page {args['page']} is past the last page" if "page" in args
+                   else f"offset {offset} is past the last result ({len(ranked)})")
             empty = ",".join(sorted(concepts_of(query)))
             return Observation(f"0 results for {query!r}: {why}. {self.noise(state, 'search')}"), frozenset({f"empty:{empty}"}), state
         lines = [f"{len(ranked)} results, showing {offset + 1}-{offset + len(page)} {self.noise(state, 'search')}"]

@@ -12,7 +12,7 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("detectors", "scenarios", "sim")
+PACKAGES = ("detectors", "scenarios", "sim", "adapters")
 
 
 def test_import_linter_contracts_are_kept():

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("sim", "scenarios", "detectors")
+OURS = ("sim", "scenarios", "detectors", "adapters")
 SCRIPTS = sorted((ROOT / "bench").glob("*.py"))
 
 

@@ -12,7 +12,7 @@ import os
 from typing import Callable, Iterator
 
 from scenarios.trace import write_trace
-from scenarios.tree import Episode
+from scenarios.tree import Episode, ToolNode
 
 from . import captain_agent, magentic_one, openai_chat, otel, react_log, tau_bench
 
@@ -45,8 +45,30 @@ def import_file(fmt: str, path: str | os.PathLike) -> tuple[list[Episode], list[
     return episodes, problems
 
 
-def convert(fmt: str, path: str | os.PathLike, out_path: str | os.PathLike) -> tuple[int, list[str]]:
-    """Import ``path`` and write it as a loopbench trace; returns (episodes written, problems)."""
+def convert(fmt: str, path: str | os.PathLike, out_path: str | os.PathLike,
+            notes: list[str] | None = None) -> tuple[int, list[str]]:
+    """Import ``path`` and write it as a loopbench trace; returns (episodes written, problems).
+    ``notes`` (when given) receives what the source did not record (not a problem: the calls
+    are imported all the same)."""
     episodes, problems = import_file(fmt, path)
     write_trace(out_path, episodes)
+    if notes is not None:
+        notes.extend(missing_content(episodes))
     return len(episodes), problems
+
+
+def missing_content(episodes: list[Episode]) -> list[str]:
+    """One line per kind of content the source left out: calls without a recorded result,
+    calls without arguments (tracing that keeps no content, the default of several
+    frameworks' instrumentation; docs/traces.md says how to turn it on)."""
+    calls = [n for ep in episodes for n in ep.nodes if isinstance(n, ToolNode)]
+    no_result = sum(1 for n in calls if n.observation is not None and not n.observation.recorded)
+    no_args = sum(1 for n in calls if not n.call.args)
+    lines = []
+    if no_result:
+        lines.append(f"note: {no_result} of {len(calls)} tool calls have no recorded result (imported as "
+                     "unrecorded); to record results see docs/traces.md, 'Results and arguments in framework traces'")
+    if no_args:
+        lines.append(f"note: {no_args} of {len(calls)} tool calls have no arguments; if the tools take some, "
+                     "the tracing kept no content (docs/traces.md, 'Results and arguments in framework traces')")
+    return lines

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from detectors.protocol import Message, Observation, ToolCall, unrecorded
+from scenarios.outcome import FAILURE, MISTAKE_KEY, OUTCOME_KEY, UNKNOWN, call_at_step, history_step
 from scenarios.trace import TraceError, loads_json
 from scenarios.tree import Episode, ThinkNode, ToolNode
 
@@ -177,10 +178,14 @@ def load_json(path: Path, report: Report) -> Any:
         return None
 
 
-def history_run(path: Path, report: Report, seen: set[str], fmt: str) -> tuple[EpisodeBuilder, list[Any]] | None:
-    """Start the episode of a Who&When log file: its builder and its ``history`` list.
+def history_run(path: Path, report: Report, seen: set[str], fmt: str) -> tuple[EpisodeBuilder, list[Any], int | None] | None:
+    """Start the episode of a Who&When log file: its builder, its ``history`` list and the
+    history index of the annotated mistake (``None`` when the log has none).
 
-    Only ``question_ID`` goes to ``meta``; the benchmark's annotations stay behind.
+    ``question_ID`` goes to ``meta``, and so does the run's outcome: Who&When collects failed
+    runs, each annotated with the step that made it fail, so a log with a ``mistake_step`` is
+    a ``failure`` (``unknown`` without one). :func:`blame_call` turns the step into the index
+    of a tool call; the annotations' text (agent, reason, answer) stays behind.
     """
     data = load_json(path, report)
     if data is None:
@@ -191,4 +196,16 @@ def history_run(path: Path, report: Report, seen: set[str], fmt: str) -> tuple[E
         return None
     qid = data.get("question_ID")
     meta = {"question_ID": qid} if isinstance(qid, str) else {}
-    return EpisodeBuilder(unique_id(seen, path.stem), fmt, path, **meta), history
+    mistake = history_step(data.get("mistake_step"))
+    meta[OUTCOME_KEY] = FAILURE if mistake is not None else UNKNOWN
+    return EpisodeBuilder(unique_id(seen, path.stem), fmt, path, **meta), history, mistake
+
+
+def blame_call(ep: Episode, mistake: int | None) -> None:
+    """Record the annotated mistake (a history index) as ``meta["mistake_step"]``: the first
+    tool call made at or after that message (calls keep their message index as ``turn``)."""
+    if mistake is None:
+        return
+    k = call_at_step((n.call.turn for n in ep.tool_nodes()), mistake)
+    if k is not None:
+        ep.meta[MISTAKE_KEY] = k

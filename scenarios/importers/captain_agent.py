@@ -17,10 +17,11 @@ is relative to whichever agent's chat was saved, so ``name`` says who spoke. Map
 - A ``Computer_terminal`` message with no code before it (``There is no code from the
   last 1 message ...``) -> a ``user`` ThinkNode: the terminal is AG2's user proxy.
 
-Episode ids are the file stem; ``meta`` keeps ``question_ID``. The benchmark's
-annotation fields (``ground_truth``, ``mistake_agent``, ``mistake_step``,
-``mistake_reason``, ``is_correct``, ``labels``) and the agents' ``system_prompt`` are not
-imported, and no labels are set.
+Episode ids are the file stem; ``meta`` keeps ``question_ID``, the run's ``outcome``
+(``failure``: Who&When annotates failed runs) and, as ``mistake_step``, the index of the
+first tool call at or after the annotated history step. The annotations' text
+(``ground_truth``, ``mistake_agent``, ``mistake_reason``), ``is_correct``, ``labels``
+and the agents' ``system_prompt`` are not imported, and no labels are set.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from typing import Iterator
 
 from scenarios.tree import Episode, ToolNode
 
-from ._common import Report, as_text, each_file, history_run
+from ._common import Report, as_text, blame_call, each_file, history_run
 
 FORMAT = "captain-agent"
 SUFFIXES = (".json",)
@@ -49,7 +50,7 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
     run = history_run(path, report, seen, FORMAT)
     if run is None:
         return
-    b, history = run
+    b, history, mistake = run
     last_code: ToolNode | None = None  # the call of the message just before, awaiting the terminal
     for j, msg in enumerate(history):
         if not isinstance(msg, dict) or not isinstance(msg.get("name", msg.get("role")), str):
@@ -68,6 +69,7 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
         b.message("user" if j == 0 else "assistant", content)
         blocks = code_blocks(content)
         last_code = b.call("execute_code", {"blocks": blocks}, turn=j) if blocks else None
+    blame_call(b.ep, mistake)
     yield b.ep
 
 

@@ -27,10 +27,11 @@ structured tool calls, so the mapping reads the roles and WebSurfer's own senten
   So a delegation to WebSurfer is followed by the browser call it caused.
 - A message from another agent that nobody delegated to -> an ``assistant`` ThinkNode.
 
-Episode ids are the file stem (``41`` for ``41.json``); ``meta`` keeps ``question_ID``.
-The benchmark's annotation fields (``ground_truth``, ``mistake_agent``,
-``mistake_step``, ``mistake_reason``, ``is_corrected``) are not imported, and no labels
-are set.
+Episode ids are the file stem (``41`` for ``41.json``); ``meta`` keeps ``question_ID``,
+the run's ``outcome`` (``failure``: Who&When annotates failed runs) and, as
+``mistake_step``, the index of the first tool call at or after the annotated history step.
+The annotations' text (``ground_truth``, ``mistake_agent``, ``mistake_reason``) and
+``is_corrected`` are not imported, and no labels are set.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from typing import Iterator
 
 from scenarios.tree import Episode, ToolNode
 
-from ._common import Report, as_text, each_file, history_run
+from ._common import Report, as_text, blame_call, each_file, history_run
 
 FORMAT = "magentic-one"
 SUFFIXES = (".json",)
@@ -86,7 +87,7 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
     run = history_run(path, report, seen, FORMAT)
     if run is None:
         return
-    b, history = run
+    b, history, mistake = run
     waiting: dict[str, ToolNode] = {}  # agent -> its delegation that has no reply yet
     for j, msg in enumerate(history):
         role = msg.get("role") if isinstance(msg, dict) else None
@@ -115,6 +116,7 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
                 b.message("assistant", content)
     for unanswered in waiting.values():
         b.unrecorded(unanswered)
+    blame_call(b.ep, mistake)
     yield b.ep
 
 

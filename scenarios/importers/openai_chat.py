@@ -18,6 +18,10 @@ Mapping:
 
 Episode ids are ``<file stem>:<k>`` with k the 0-based index of the line among the
 file's non-blank lines, so a malformed line never renumbers the others.
+
+A chat transcript does not say how the run ended: the outcome is ``unknown`` unless the
+line gives one as ``"outcome": "success" | "failure" | "unknown"`` beside ``messages``
+(another value is reported and read as unknown).
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
+from scenarios.outcome import OUTCOME_KEY, OUTCOMES, UNKNOWN
 from scenarios.trace import iter_lines, loads_json
 from scenarios.tree import Episode, ToolNode
 
@@ -117,7 +122,11 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
         if not isinstance(messages, list):
             report(f"{where}: expected {{\"messages\": [...]}} or a list of messages, skipped")
             continue
-        builder = EpisodeBuilder(unique_id(seen, f"{path.stem}:{k}"), FORMAT, path, line=lineno)
+        outcome = rec.get(OUTCOME_KEY, UNKNOWN) if isinstance(rec, dict) else UNKNOWN
+        if outcome not in OUTCOMES:
+            report(f"{where}: 'outcome' must be one of {', '.join(OUTCOMES)}, got {str(outcome)[:40]!r}; read as unknown")
+            outcome = UNKNOWN
+        builder = EpisodeBuilder(unique_id(seen, f"{path.stem}:{k}"), FORMAT, path, line=lineno, **{OUTCOME_KEY: outcome})
         add_conversation(builder, messages, report, where)
         yield builder.ep
 

@@ -17,6 +17,9 @@ Mapping:
   model's tool calls are content events — the ``tool_calls`` of a ``gen_ai.choice`` /
   ``gen_ai.assistant.message`` span event anywhere in the trace with the same call id.
   A JSON string is parsed; a string that is not a JSON object is kept as ``{"_raw": text}``;
+- LangChain under OpenInference: a TOOL span's ``output.value`` is the ``ToolMessage`` (its
+  ``content`` is the result, its ``tool_call_id`` the call id) and the arguments are the
+  model's, on the LLM span (``llm.output_messages.*.tool_calls.*.tool_call.function.arguments``);
 - result: ``gen_ai.tool.call.result``, else ``gen_ai.tool.output`` / ``output.value``, else
   the ``content`` of a ``gen_ai.tool.message`` span event with the same ``id`` (≤ v1.36: the
   reply as sent back to the model, on the next chat span). Strings are kept as
@@ -35,6 +38,19 @@ own (its traces go to OpenAI's dashboard, or to OTel through an instrumentation)
 the OTel instrumentations of it (OpenInference, Logfire, OpenLIT) emit the TOOL /
 ``execute_tool`` spans read here.
 
+Outcome and tokens (SPEC §11):
+
+- the run's ``meta["outcome"]`` is the root span's status: ERROR (or ``error.type``) is a
+  ``failure``, OK a ``success``, UNSET ``unknown``. OK says the run ended without an error,
+  not that the task was solved; a harness that knows more should set the status so;
+- a tool call's ``tokens`` are those of the model turn that issued it: each model span
+  (``gen_ai.operation.name`` chat / text_completion / generate_content, or an OpenInference
+  ``LLM`` span) with ``gen_ai.usage.input_tokens`` + ``output_tokens`` (or the older
+  ``prompt_tokens`` / ``completion_tokens``, or OpenInference ``llm.token_count.*``) gives
+  them to the first tool call that starts after it ended; model turns after the last call
+  (the final answer) go to the last call, so the calls' tokens sum to the trace's. A tool
+  span with usage of its own keeps that. A trace with no usage at all records none (0).
+
 A trace without tool spans is skipped with a problem line; a file that is OTLP
 protobuf, or whose documents hold no tool span at all, gets one clear line. A malformed
 document or span is reported with its line and skipped; the good traces are imported.
@@ -47,6 +63,7 @@ from typing import Any, Iterator
 
 import orjson
 
+from scenarios.outcome import FAILURE, OUTCOME_KEY, SUCCESS, UNKNOWN
 from scenarios.trace import iter_lines, loads_json
 from scenarios.tree import Episode
 
@@ -63,6 +80,13 @@ RESULT_KEYS = ("gen_ai.tool.call.result", "gen_ai.tool.output", "output.value")
 CALL_EVENTS = frozenset({"gen_ai.choice", "gen_ai.assistant.message"})
 RESULT_EVENT = "gen_ai.tool.message"
 STATUS_ERROR = (2, "STATUS_CODE_ERROR")
+STATUS_OK = (1, "STATUS_CODE_OK")
+#: Spans of one model call: where a trace records the tokens a turn spent.
+MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+#: (input, output) usage attributes, newest convention first; OpenInference's last.
+USAGE_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
+              ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),
+              ("llm.token_count.prompt", "llm.token_count.completion"))
 
 
 @dataclass
@@ -100,6 +124,20 @@ class Span:
     @property
     def failed(self) -> bool:
         return self.status_code in STATUS_ERROR or "error.type" in self.attrs
+
+    @property
+    def is_model(self) -> bool:
+        return self.operation in MODEL_OPERATIONS or str(self.attrs.get("openinference.span.kind", "")).upper() == "LLM"
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the span records (input + output), 0 when it records none."""
+        for keys in USAGE_KEYS:
+            vals = [self.attrs.get(k) for k in keys]
+            nums = [int(v) for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0]
+            if nums:
+                return sum(nums)
+        return 0
 
 
 class _BadSpan(Exception):
@@ -291,6 +329,30 @@ def _tool_calls_from_events(spans: list[Span]) -> dict[str, Any]:
     return found
 
 
+def _tool_calls_from_llm_spans(spans: list[Span]) -> dict[str, Any]:
+    """call id -> arguments, from OpenInference LLM spans' flattened output messages
+    (``llm.output_messages.I.message.tool_calls.J.tool_call.{id,function.arguments}``)."""
+    found: dict[str, Any] = {}
+    for sp in spans:
+        for key, cid in sp.attrs.items():
+            if key.startswith("llm.output_messages.") and key.endswith(".tool_call.id") and isinstance(cid, str):
+                found.setdefault(cid, sp.attrs.get(key[: -len("id")] + "function.arguments"))
+    return found
+
+
+def _langchain_tool_message(value: Any) -> dict[str, Any] | None:
+    """The fields of a LangChain ``ToolMessage`` that OpenInference wrote as a TOOL span's
+    ``output.value`` (``{"type": "tool", "data": {"content": ..., "tool_call_id": ...}}``)."""
+    if not (isinstance(value, str) and value.startswith('{"type": "tool"')):
+        return None
+    try:
+        doc = loads_json(value)
+    except orjson.JSONDecodeError:
+        return None
+    data = doc.get("data") if isinstance(doc, dict) and doc.get("type") == "tool" else None
+    return data if isinstance(data, dict) and "content" in data else None
+
+
 def _tool_name(sp: Span) -> str:
     name = _first(sp.attrs, ("gen_ai.tool.name", "tool.name"))
     if isinstance(name, str) and name:
@@ -331,10 +393,12 @@ def build_episode(trace_id: str, spans: list[Span], path: Path, report: Report, 
         report(f"{path}: trace {trace_id}: no tool spans (gen_ai.operation.name = execute_tool), skipped")
         return None
     event_args, event_results = _tool_calls_from_events(spans), _results_from_events(spans)
+    llm_args = _tool_calls_from_llm_spans(spans)
     root = next((sp for sp in sorted(spans, key=lambda s: (s.start, s.order)) if sp.parent_id not in by_id), None)
     meta: dict[str, Any] = {"trace_id": trace_id}
     if root is not None and root.name:
         meta["root_span"] = root.name
+    meta[OUTCOME_KEY] = _outcome(root)
     b = EpisodeBuilder(unique_id(seen, trace_id), FORMAT, path, **meta)
 
     # Per agent context: its calls so far as (span, node id), in start order.
@@ -363,16 +427,25 @@ def build_episode(trace_id: str, spans: list[Span], path: Path, report: Report, 
             parent = b.ep.by_id[prev_node].parent if sp.start < prev_span.end else prev_node
         where = f"{path}: trace {trace_id}: span {sp.span_id}"
         call_id = sp.attrs.get("gen_ai.tool.call.id")
+        # LangChain under OpenInference: the call id and result are in the ToolMessage written
+        # as output.value, the arguments on the model's LLM span (input.value is the tool's input text).
+        message = _langchain_tool_message(sp.attrs.get("output.value"))
+        if call_id in (None, "") and message is not None:
+            call_id = message.get("tool_call_id")
         call_id = str(call_id) if call_id not in (None, "") else sp.span_id
-        raw_args = _first(sp.attrs, ARGUMENT_KEYS)
+        raw_args = llm_args.get(call_id) if message is not None else None
         if raw_args is None:
-            raw_args = event_args.get(call_id)
+            raw_args = _first(sp.attrs, ARGUMENT_KEYS)
+        if raw_args is None:
+            raw_args = event_args.get(call_id) or llm_args.get(call_id)
         if isinstance(raw_args, str) and not raw_args.lstrip().startswith(("{", "[")):
             args: dict[str, Any] = {"_raw": raw_args}  # a plain-text argument is data, not a fault
         else:
             args = parse_arguments(raw_args, report, where)
         node = b.call(_tool_name(sp), args, call_id, parent=parent)
         content, failed = _result(sp, call_id, event_results)
+        if message is not None:
+            content, failed = _text(message["content"]), failed or message.get("status") == "error"
         if content is not None:
             b.result(node, content, failed)
         else:
@@ -380,7 +453,32 @@ def build_episode(trace_id: str, spans: list[Span], path: Path, report: Report, 
             b.unrecorded(node, failed)
         chain.append((sp, node.id))
         node_of[sp.span_id] = node.id
+    for node, spent in zip(b.ep.tool_nodes(), call_tokens(tools, spans)):
+        node.tokens = spent
     return b.ep
+
+
+def _outcome(root: Span | None) -> str:
+    if root is None:
+        return UNKNOWN
+    if root.failed:
+        return FAILURE
+    return SUCCESS if root.status_code in STATUS_OK else UNKNOWN
+
+
+def call_tokens(tools: list[Span], spans: list[Span]) -> list[int]:
+    """Tokens per tool span (in ``tools``' order): its own usage, else that of the model turns
+    that issued it (ended at or before its start, after the previous call's start); the model
+    turns after the last call go to the last call."""
+    out = [sp.tokens for sp in tools]
+    if not tools:
+        return out
+    starts = [sp.start for sp in tools]
+    for model in sorted((sp for sp in spans if sp.is_model and not sp.is_tool and sp.tokens), key=lambda s: (s.end, s.order)):
+        k = next((i for i, t in enumerate(starts) if t >= model.end), len(tools) - 1)
+        if not tools[k].tokens:
+            out[k] += model.tokens
+    return out
 
 
 def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:

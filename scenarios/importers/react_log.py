@@ -19,9 +19,11 @@ Mapping:
   (the harness refused the call); ``Could not find [x]. Similar: [...]`` is the search
   tool's ordinary not-found answer and is not flagged.
 - ``Correct answer:`` is the benchmark's answer and is not imported; the section is
-  kept as ``meta["outcome"]`` (correct / incorrect / halted) with ``meta["trial"]``.
+  kept as ``meta["section"]`` (correct / incorrect / halted) with ``meta["trial"]``, and
+  gives the run's ``meta["outcome"]``: ``success`` for CORRECT, ``failure`` for INCORRECT
+  and HALTED (the agent ran out of steps), ``unknown`` outside any section.
 
-Episode ids are ``<file stem>:trial<n>:<outcome>:<k>``, k counting agents within the
+Episode ids are ``<file stem>:trial<n>:<section>:<k>``, k counting agents within the
 section from 0. Agents with no steps (Reflexion's stubs for already-solved questions)
 are imported as episodes with only their question.
 """
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Iterator
 
 from detectors.protocol import Message, Observation
+from scenarios.outcome import OUTCOME_KEY, SECTION_OUTCOMES, UNKNOWN
 from scenarios.tree import Episode, ThinkNode, ToolNode
 
 from ._common import EpisodeBuilder, Report, each_file, unique_id
@@ -88,7 +91,7 @@ class _Agent:
 
 def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
     trial: int | None = None
-    outcome: str | None = None
+    section: str | None = None
     index = 0
     agent: _Agent | None = None
     with open(path, encoding="utf-8", errors="replace") as fh:
@@ -98,19 +101,20 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
             if m := _TRIAL.match(line):
                 if agent:
                     yield agent.finish()
-                agent, trial, outcome = None, int(m.group(1)), None
+                agent, trial, section = None, int(m.group(1)), None
                 continue
             if m := _SECTION.match(line):
                 if agent:
                     yield agent.finish()
-                agent, outcome, index = None, m.group(1).lower(), 0
+                agent, section, index = None, m.group(1).lower(), 0
                 continue
             if line.startswith("Question:"):
                 if agent:
                     yield agent.finish()
-                name = f"trial{trial}:{outcome}:{index}" if trial is not None and outcome else f"agent{index}"
+                name = f"trial{trial}:{section}:{index}" if trial is not None and section else f"agent{index}"
                 index += 1
-                meta = {k: v for k, v in (("trial", trial), ("outcome", outcome)) if v is not None}
+                meta = {k: v for k, v in (("trial", trial), ("section", section)) if v is not None}
+                meta[OUTCOME_KEY] = SECTION_OUTCOMES.get(section or "", UNKNOWN)
                 builder = EpisodeBuilder(unique_id(seen, f"{path.stem}:{name}"), FORMAT, path, line=lineno, **meta)
                 agent = _Agent(builder, line[len("Question:"):].strip())
                 continue

@@ -8,14 +8,16 @@ A tool result is an error when it starts with ``Error:``, the text τ-bench's
 environment returns for a failed action.
 
 Episode ids are ``<file stem>:task<task_id>_trial<trial>``; ``meta`` keeps ``task_id``,
-``trial`` and ``reward``. ``info`` (the task's ground-truth actions and the reward
-breakdown) is not imported.
+``trial`` and ``reward``, and the run's ``outcome``: ``success`` for reward 1, ``failure``
+for any other reward, ``unknown`` without one. ``info`` (the task's ground-truth actions
+and the reward breakdown) is not imported.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Iterator
 
+from scenarios.outcome import OUTCOME_KEY, from_reward
 from scenarios.tree import Episode
 
 from ._common import EpisodeBuilder, Report, each_file, load_json, unique_id
@@ -44,6 +46,7 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
         task_id, trial = rec.get("task_id"), rec.get("trial")
         name = f"task{task_id}_trial{trial}" if task_id is not None and trial is not None else f"record{i}"
         meta = {k: rec[k] for k in ("task_id", "trial", "reward") if isinstance(rec.get(k), (int, float, str))}
+        meta[OUTCOME_KEY] = from_reward(rec.get("reward"))
         builder = EpisodeBuilder(unique_id(seen, f"{path.stem}:{name}"), FORMAT, path, record=i, **meta)
         add_conversation(builder, rec["traj"], report, where, is_error=is_error)
         yield builder.ep

@@ -9,6 +9,7 @@ SIGINT / SIGTERM (``run`` keeps its finished tasks: resume with ``--resume``).
 from __future__ import annotations
 
 
+import json
 import sys
 import time
 import tomllib
@@ -34,10 +35,21 @@ class LoopbenchError(click.ClickException):
 
 
 def parse_value(text: str) -> Any:
+    """A ``--param`` value: TOML (``2``, ``true``, ``["a", "b"]``), else JSON (lists and objects:
+    ``[{"tool": "poll", "args": {}}]``), else the text itself. A value that opens a list or a table
+    but is neither is refused, pointing to ``--config`` (a TOML file takes any structure)."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
-        return text
+        pass
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    if text.lstrip()[:1] in ("[", "{"):
+        raise LoopbenchError(f"--param value {text!r} is neither TOML nor JSON; quote it for the shell "
+                             "(--param 'D.P=[\"a\", \"b\"]') or put the structure in a --config TOML file")
+    return text
 
 
 def split_list(text: str | None) -> list[str]:
@@ -115,7 +127,10 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
         try:
             specs[-1].build()
         except Exception as exc:  # noqa: BLE001 — a constructor may reject a value
-            raise LoopbenchError(f"detector {label!r}: {first_line(exc)}") from None
+            hint = ""
+            if params and any(isinstance(v, str) for v in p.values()) and "(expected a" in str(exc):
+                hint = " (--param takes lists and tables as JSON or TOML, e.g. 'D.P=[\"a\"]', or use --config)"
+            raise LoopbenchError(f"detector {label!r}: {first_line(exc)}{hint}") from None
     return specs
 
 

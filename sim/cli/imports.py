@@ -23,13 +23,16 @@ def import_cmd(file, fmt, out_path) -> None:
         raise LoopbenchError(f"unknown --format {fmt!r} (known: {', '.join(sorted(FORMATS))})")
     if not Path(file).exists():
         raise LoopbenchError(f"{file}: no such file or directory")
+    notes: list[str] = []
     try:
-        n, problems = convert(fmt, file, out_path)
+        n, problems = convert(fmt, file, out_path, notes)
     except (TraceError, OSError, ValueError) as exc:
         raise LoopbenchError(str(exc).splitlines()[0]) from None
     report_problems(problems)
     if n == 0:
         raise LoopbenchError(f"{file}: no {fmt} episodes found (for a folder, only its own files are read)")
+    for line in notes:
+        click.echo(line, err=True)
     click.echo(f"wrote {n} episodes to {out_path}", err=True)
     if problems:
         sys.exit(EXIT_SKIPPED)

@@ -38,8 +38,10 @@ def label_cmd(trace, out_path, review_file, review_html, labels_path) -> None:
     report_problems(run.problems)
     if run.traces == 0:
         raise LoopbenchError(f"{trace}: no usable traces")
-    click.echo(f"labelled {run.traces} traces: {run.loops} loop, {run.traces - run.loops} clean; "
+    click.echo(f"labelled {run.traces} traces: {run.loops} loop ({run.severities['runaway']} runaway, "
+               f"{run.severities['blip']} blip), {run.traces - run.loops} clean; "
                f"{run.human} decided by a person ({run.imported} from {labels_path or 'no labels file'})", err=True)
+    click.echo("run outcomes: " + ", ".join(f"{k} {run.outcomes[k]}" for k in ("success", "failure", "unknown")), err=True)
     click.echo(f"wrote {out}, {review_file}" + (f", {review_html}" if review_html else ""), err=True)
     if run.problems:
         sys.exit(EXIT_SKIPPED)

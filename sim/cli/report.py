@@ -15,24 +15,45 @@ from sim.cli.app import LoopbenchError, main
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed (the report is deterministic given it).")
 @click.option("--transfer", "transfer_run", default=None, type=click.Path(file_okay=False),
               help="A run on real traces (e.g. --suite real-dev): compare its ranking with the first run's.")
+@click.option("--cv", "cv", type=click.Choice(["corpus"]), default=None,
+              help="On a run over real traces: leave-one-corpus-out (cv.csv and a report section).")
+@click.option("--cv-param", "cv_params", multiple=True,
+              help="With --cv corpus: DETECTOR.PARAM=V1,V2,... also chosen per fold, each value re-simulated over the "
+                   "run's episodes (repeatable; several for one detector make a grid).")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def report_cmd(run_dirs, out, rounds, seed, transfer_run, as_json) -> None:
+def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, cv_params, as_json) -> None:
     """Write report.md, report.html, plots/ and the interval, paired, threshold and Δ tables.
 
     Several RUN_DIRs (for example the same suite at several seeds) are pooled: their
     episodes count as more episodes of each family. With --transfer REAL_RUN the report shows
     how far the synthetic ranking holds on real traces (Kendall τ, top picks, per-detector deltas).
+    With --cv corpus (a run on real traces, one family per corpus) every detector's threshold is
+    chosen on the other corpora and scored on each held-out one (cv.csv, a section, a table).
     """
     from sim.config.runfolder import RunFolderError
+    from sim.report.crossval import CrossValError, cv_text
+    from sim.tuning.params import TuningError
+
+    if cv_params and (cv is None or len(run_dirs) > 1):
+        raise LoopbenchError("--cv-param needs --cv corpus and one run folder")
+
+    def grids(data):
+        from sim.tuning.loco import cv_grids, parse_cv_params
+
+        return cv_grids(data.dirs[0], data.specs, parse_cv_params(cv_params, data.specs), data.delta)
     from sim.report.full import write_report
 
     if len(run_dirs) > 1 and out is None:
         raise LoopbenchError("pooling several run folders needs --out DIR for the report")
     try:
         summary = write_report(run_dirs, out, rounds=rounds, seed=seed, transfer_run=transfer_run,
-                               log=lambda m: click.echo(f"loopbench: {m}", err=True))
-    except (FileNotFoundError, RunFolderError) as exc:
+                               log=lambda m: click.echo(f"loopbench: {m}", err=True), cv=cv,
+                               cv_grids=grids if cv_params else None)
+    except (FileNotFoundError, RunFolderError, CrossValError, TuningError) as exc:
         raise LoopbenchError(str(exc)) from None
+    crossval = summary.pop("cv", None)
+    if crossval is not None:
+        summary["cv"] = crossval.rows
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     else:
@@ -42,5 +63,7 @@ def report_cmd(run_dirs, out, rounds, seed, transfer_run, as_json) -> None:
             from sim.report.transfer import summary_text
 
             click.echo(summary_text(summary["transfer"]))
+        if crossval is not None:
+            click.echo(cv_text(crossval))
         click.echo(f"Report: {summary['out']}/report.html ({len(summary['plots'])} plots, "
                    f"{summary['seconds'].get('total', 0):.1f} s)")

@@ -16,15 +16,19 @@ from sim.scoring.outcomes import (VERDICT_TEXT, Outcome, ScoringUnits, advisory_
                                   scoring_units, summarize, units_by_id)
 
 CALL_COLUMNS = ["detector", "episode", "family", "call_id", "node", "call_index", "depth", "tool", "score", "verdict",
-                "label_loop", "label_kind"]
-EPISODE_COLUMNS = ["detector", "episode", "family", "unit", "outcome", "onset", "first_alarm", "delay", "late", "error"]
+                "label_loop", "label_kind", "tokens"]
+EPISODE_COLUMNS = ["detector", "episode", "family", "unit", "outcome", "onset", "first_alarm", "delay", "late", "error",
+                   "run_outcome", "persistence", "to_end", "severity"]
 METRIC_COLUMNS = ["detector", "family", "episodes", "tn", "fp", "early", "tp", "miss", "late", "errors",
                   "false_alarm_rate", "miss_rate", "early_rate", "recall", "precision", "f1", "median_delay",
-                  "mean_delay", "alarms_per_1k", "score_standard", "score_low_FP", "score_low_FN"]
+                  "mean_delay", "alarms_per_1k", "score_standard", "score_low_FP", "score_low_FN",
+                  "recall_runaway", "recall_blip"]
 TIMING_COLUMNS = ["detector", "mode", "checks", "p50_us", "p95_us", "mean_us", "total_s", "model_calls", "cache_hit_rate"]
 _OUTCOME_FIELDS = tuple(f.name for f in fields(Outcome))
 CLOSED_COLUMNS = ["detector", "episode", "family", "ended", "success", "executed", "wasted_calls", "wasted_spend",
                   "spend", "nudge", "prune", "escalate", "stop", "false_interventions", "error"]
+#: The closed-loop reference row: every scenario played with no guard at all.
+NO_GUARD = "no_guard"
 CLOSED_METRIC_COLUMNS = ["detector", "family", "episodes", "success_rate", "wasted_calls", "wasted_spend", "spend",
                          "interventions", "nudges", "prunes", "escalations", "stops", "false_interventions",
                          "errors", "ended"]
@@ -103,12 +107,14 @@ def closed_rows(label: str, scenarios: Sequence[Scenario], stats: dict[str, Clos
 def call_cells(episodes: Sequence[Episode]) -> dict[tuple[str, str], tuple[str, str, str]]:
     """Per tool node, by ``(episode id, node id)``: its ``calls.csv`` fields that do not depend
     on the detector, as CSV text made once for every detector: episode, family, call id and
-    node; the tool; the labels (trace text, so quoted where a field needs it)."""
+    node; the tool; the labels (trace text, so quoted where a field needs it) with the call's
+    tokens (``ToolNode.tokens``, 0 where the trace records none)."""
     out = {}
     for ep in episodes:
         head = f"{csv_field(ep.id)},{csv_field(ep.family)},"
         for n in ep.tool_nodes():
-            labels = (f"{csv_field(fmt(n.label.loop))},{csv_field(fmt(n.label.kind))}" if n.label else ",")
+            labels = (f"{csv_field(fmt(n.label.loop))},{csv_field(fmt(n.label.kind))}" if n.label else ",") \
+                + f",{int(n.tokens)}"
             out[(ep.id, n.id)] = (f"{head}{csv_field(fmt(n.call.call_id))},{csv_field(n.id)}",
                                   csv_field(fmt(n.call.tool)), labels)
     return out

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from detectors.protocol import Detector, cost_counters
 from scenarios.base import Scenario, make_scenarios
-from scenarios.realsuite import load_real_suite
+from scenarios.injected_suite import load_real_episodes
 from scenarios.trace import write_trace
 from scenarios.tree import Episode
 from sim.config.manifest import build_manifest
@@ -22,12 +22,13 @@ from sim.config.spec import RunConfig
 from sim.execute.checkpoint import PARTS, Checkpoints, ResumeError
 from sim.execute.engines import Engine
 from sim.execute.rows import (CALL_COLUMNS, CLOSED_COLUMNS, CLOSED_METRIC_COLUMNS, EPISODE_COLUMNS, METRIC_COLUMNS,
-                               TIMING_COLUMNS, RowMaker)
+                               NO_GUARD, TIMING_COLUMNS, RowMaker, closed_rows)
 from sim.execute.tasks import run_open, timing_row
 from sim.files import write_csv, write_json, write_lines
 from sim.heap import frozen, no_full_collections
-from sim.play.harness import Tape, generate
+from sim.play.harness import Tape, generate, simulate
 from sim.play.watchdog import Watchdog
+from sim.scoring.deploy import write_deploy
 from sim.scoring.outcomes import load_profiles, units_by_id
 from sim.scoring.trace_units import keep_trace_units
 
@@ -115,7 +116,7 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     if config.suite.real:
         # Labelled real traces: loaded, not generated; no scenario to play in closed loop.
         scenarios = []
-        episodes = [ep for ep in load_real_suite(config.suite.name, config.corpus_dir, label_problems)
+        episodes = [ep for ep in load_real_episodes(config.suite.name, config.corpus_dir, label_problems)
                     if ep.family in config.families]
         for p in label_problems[:20]:
             log(f"label not used: {p}")
@@ -162,6 +163,11 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
             closed_m += got.metrics
             closed_e += got.episodes
             timings.append(timing)
+    if "closed" in kinds and scenarios:
+        # The reference every guard is measured against: the same scenarios played unguarded.
+        ref_m, ref_e = closed_rows(NO_GUARD, scenarios,
+                                   {sc.id: simulate(sc, None, tape=tapes.get(sc.id)).stats for sc in scenarios})
+        closed_m, closed_e = ref_m + closed_m, ref_e + closed_e
     wall = time.perf_counter() - t_start
     phases["assemble"] = wall - phases["generate"] - phases["detectors"]
     write_csv(out / "metrics.csv", metrics, METRIC_COLUMNS)
@@ -171,6 +177,7 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     if closed_m:
         write_csv(out / "closed_metrics.csv", closed_m, CLOSED_METRIC_COLUMNS)
         write_csv(out / "closed.csv", closed_e, CLOSED_COLUMNS)
+    write_deploy(out)  # from the files just written, as `loopbench report` recomputes it
     manifest = build_manifest(
         "run", config.resolved(), config.detectors, [det for _, det in built], profiles_version=profiles_version,
         profiles=profiles, seeds={"suite": config.seed}, episodes=len(episodes),

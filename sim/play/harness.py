@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from detectors.protocol import Decision, Detector, Message, Observation, ToolCall, Verdict, unrecorded
 from scenarios.agents import Agent, AgentState, Turn
 from scenarios.base import Scenario
+from scenarios.outcome import FAILURE, OUTCOME_KEY, SUCCESS
 from scenarios.world import TOKEN_PRICE, WorldState
 
 from sim.play.openloop import DetectorFailure, Scored, valid_decision
@@ -351,6 +352,8 @@ def generate(scenario: Scenario, validate: bool = True, tape: Tape | None = None
         name, params = scenario.recording_guard
         guard = make_detector(name, **params)
     res = simulate(scenario, guard, recording=True, tape=tape)
+    # The world knows how the recorded run ended (SPEC §11): every path finished its work, or not.
+    res.episode.meta[OUTCOME_KEY] = SUCCESS if res.stats.success else FAILURE
     if guard is not None:
         res.episode.meta["recording_guard"] = {"detector": scenario.recording_guard[0], **scenario.recording_guard[1]}
     if validate and res.mismatches:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from sim.config.runfolder import read_run_manifest
+from sim.config.spec import DetectorSpec
 from sim.forking import default_workers, map_forked
 from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_profiles, summarize
 from sim.scoring.thresholds import (FAR_TARGETS, CallScores, candidate_values, check_contract, heldout_totals, pick_best,
@@ -117,18 +118,31 @@ def load_runs(dirs: Sequence[str | Path]) -> RunData:
                    dets, specs, next(iter(sorted(deltas))) if deltas else DELTA, notes)
 
 
-def _outcome_objects(df: pd.DataFrame) -> list[Outcome]:
+def outcome_objects(df: pd.DataFrame) -> list[Outcome]:
     res = []
     for r in df.itertuples(index=False):
         res.append(Outcome(r.episode, r.family, str(r.unit), r.outcome,
                            None if pd.isna(r.onset) else int(r.onset),
                            None if pd.isna(r.first_alarm) else int(r.first_alarm),
                            None if pd.isna(r.delay) else int(r.delay), bool(r.late) if not pd.isna(r.late) else False,
-                           None if pd.isna(r.error) or r.error == "" else str(r.error)))
+                           None if pd.isna(r.error) or r.error == "" else str(r.error),
+                           **_severity_fields(r)))
     return res
 
 
-def _label_loop(series: pd.Series) -> list:
+def _severity_fields(r) -> dict:
+    """A row's run outcome and loop severity, where its ``episodes.csv`` has them (older runs do not)."""
+    out = {}
+    run = getattr(r, "run_outcome", None)
+    if isinstance(run, str) and run:
+        out["run_outcome"] = run
+    sev = getattr(r, "severity", None)
+    if isinstance(sev, str) and sev:
+        out["severity"] = sev
+    return out
+
+
+def label_loop(series: pd.Series) -> list:
     return [True if v is True or v == "true" or v == "True" else (False if v is False or v in ("false", "False") else None)
             for v in series.tolist()]
 
@@ -177,7 +191,7 @@ def analyse(data: RunData, *, rounds: int = 1000, seed: int = 0, deltas: Sequenc
     jobs: list[tuple] = []
     out = data.outcomes
     if len(out):
-        work.by_det = {d: _outcome_objects(out[out["detector"] == d]) for d in data.detectors}
+        work.by_det = {d: outcome_objects(out[out["detector"] == d]) for d in data.detectors}
         # Clusters: every judged episode of the run(s); strata: their families.
         ep_family = dict(zip(out["episode"], out["family"]))
         keys = sorted(ep_family)
@@ -263,7 +277,7 @@ def _intervals(w: _Work) -> tuple[list, list, list]:
         adv = None
         if d in w.cgroups and data.units:
             g = w.cgroups[d]
-            adv = advisory_counts(data.units, g["node"].tolist(), g["episode"].tolist(), _label_loop(g["label_loop"]),
+            adv = advisory_counts(data.units, g["node"].tolist(), g["episode"].tolist(), label_loop(g["label_loop"]),
                                   (g["verdict"] != "allow").tolist())
         totals[d] = episode_totals(w.by_det[d], w.index, data.delta, adv)
     intervals = boot.intervals(totals, an.profiles)
@@ -316,13 +330,6 @@ def _default_row(an: Analysis, det: str, outs, boot: Bootstrap, x: np.ndarray, n
                 rm["miss_rate"], note=note)
 
 
-def _build(det: str, an: Analysis):
-    from sim.config.spec import DetectorSpec
-
-    spec, params = an.data.specs[det]
-    return DetectorSpec(det, spec, params).build()
-
-
 def _sweep_one(w: _Work, det: str) -> tuple[list, list, list]:
     """One detector's sweep: the curve rows, threshold rows and notes it adds, collected in
     lists of its own (the analysis is shared when the jobs run in this process)."""
@@ -336,39 +343,73 @@ def _sweep_one(w: _Work, det: str) -> tuple[list, list, list]:
         an.curves, an.thresholds, an.notes = kept
 
 
+@dataclass
+class SweptTotals:
+    """One detector's outcomes at every candidate value of its threshold, as totals per family.
+
+    ``point`` is ``(F, V, k)`` and ``rounds`` ``(R, F, V, k)`` (families in the bootstrap's
+    order, k = :data:`sim.scoring.uncertainty.FIELDS`). A detector that cannot be swept has
+    one value (``None``, as run) and ``param`` None; ``reason`` says why.
+    """
+
+    param: str | None
+    values: list
+    default_index: int
+    outs: list[list[Outcome]]
+    point: np.ndarray
+    rounds: np.ndarray
+    reason: str = ""
+    note: str = ""  # for the report's notes, when the detector could not be swept for a fault of its own
+
+
+def swept_totals(data: RunData, boot: Bootstrap, cgroups, by_det, index, errors_all, det: str) -> SweptTotals:
+    """``det``'s threshold sweep from its stored per-call scores (or its outcomes as run, when
+    it has no threshold parameter, cannot be rebuilt or its scores break the sweep contract)."""
+    delta = data.delta
+
+    def as_run(reason: str, note: str = "") -> SweptTotals:
+        x = episode_totals(by_det[det], index, delta)[:, None, :]  # (N, 1, k)
+        point, rounds = boot.family_totals(x)
+        return SweptTotals(None, [None], 0, [by_det[det]], point, rounds, reason, note)
+
+    try:
+        detector = DetectorSpec(det, *data.specs[det]).build() if det in data.specs else None
+    except Exception as exc:  # noqa: BLE001 — a plug-in that no longer builds: default only
+        return as_run("no threshold parameter", f"{det}: cannot rebuild ({type(exc).__name__}); shown at its default only")
+    param = getattr(detector, "threshold_param", None) if detector is not None else None
+    if param is None or det not in cgroups:
+        return as_run("no threshold parameter")
+    default = getattr(detector, param)
+    cs = CallScores.from_rows(cgroups[det])
+    bad, total = check_contract(detector, cs, default)
+    if bad:
+        return as_run("sweep contract broken",
+                      f"{det}: {bad} of {total} stored verdicts disagree with score >= threshold_for(tool, "
+                      f"{param}); its scores cannot be swept, so it is shown at its default only")
+    values = candidate_values(detector, cs, default)
+    errs = {r.episode: str(r.error) for r in errors_all[errors_all["detector"] == det].itertuples()}
+    outs = sweep(data.units, cs, detector, values, delta, errs)
+    x = np.stack([episode_totals(o, index, delta) for o in outs])  # (V, N, k)
+    point, rounds = boot.family_totals(np.moveaxis(x, 0, 1))  # (F, V, k), (R, F, V, k)
+    return SweptTotals(param, values, values.index(default), outs, point, rounds)
+
+
 def _sweep_detector(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta, errors_all, det: str) -> None:
     """``det``'s threshold curve and operating points (or its default row, when it has no
     threshold parameter or its stored scores break the sweep contract), added to ``an``."""
     profiles = an.profiles
     std = profiles["standard"]
     fams = list(boot.groups)
-    try:
-        detector = _build(det, an) if det in an.data.specs else None
-    except Exception as exc:  # noqa: BLE001 — a plug-in that no longer builds: default only
-        detector = None
-        an.notes.append(f"{det}: cannot rebuild ({type(exc).__name__}); shown at its default only")
-    param = getattr(detector, "threshold_param", None) if detector is not None else None
-    if param is None or det not in cgroups:
+    st = swept_totals(an.data, boot, cgroups, by_det, index, errors_all, det)
+    if st.note:
+        an.notes.append(st.note)
+    if st.param is None:
         x_default = episode_totals(by_det[det], index, delta)
-        an.thresholds.append(_default_row(an, det, by_det[det], boot, x_default, note="no threshold parameter"))
+        an.thresholds.append(_default_row(an, det, by_det[det], boot, x_default, note=st.reason))
         return
-    default = getattr(detector, param)
-    cs = CallScores.from_rows(cgroups[det])
-    bad, total = check_contract(detector, cs, default)
-    if bad:
-        an.notes.append(f"{det}: {bad} of {total} stored verdicts disagree with score >= threshold_for(tool, "
-                        f"{param}); its scores cannot be swept, so it is shown at its default only")
-        an.thresholds.append(_default_row(an, det, by_det[det], boot, episode_totals(by_det[det], index, delta),
-                                          note="sweep contract broken"))
-        return
-    values = candidate_values(detector, cs, default)
-    errs = {r.episode: str(r.error) for r in errors_all[errors_all["detector"] == det].itertuples()}
-    outs = sweep(an.data.units, cs, detector, values, delta, errs)
-    d_idx = values.index(default)
-    # (V, N, k) per-episode totals; per family (F, V, k) and per round (R, F, V, k).
-    x = np.stack([episode_totals(o, index, delta) for o in outs])  # (V, N, k)
-    xe = np.moveaxis(x, 0, 1)  # (N, V, k)
-    pf_point, pf_round = boot.family_totals(xe)  # (F, V, k), (R, F, V, k)
+    param, values, outs, d_idx = st.param, st.values, st.outs, st.default_index
+    default = values[d_idx]
+    pf_point, pf_round = st.point, st.rounds
     pt, rt = pf_point.sum(0), pf_round.sum(1)  # (V, k), (R, V, k)
     pm, rm = metrics_from_totals(pt, profiles), metrics_from_totals(rt, profiles)
     for v, row in zip(values, sweep_metrics(values, outs, {"standard": std}, delta)):

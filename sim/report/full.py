@@ -12,12 +12,15 @@ import base64
 import html
 import re
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
 from sim.report.transfer import TRANSFER_COLUMNS, plot_transfer, run_scores, summary_text, transfer
 from sim.report.analysis import Analysis, analyse, load_runs
+from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, Grid, check_run, corpus_cv
+from sim.report.deploy_view import (CLOSED_DEPLOY_COLUMNS, CURVE_COLUMNS as DEPLOY_CURVE_COLUMNS, DEPLOY_COLUMNS,
+                                    DeployView, deploy_section, deploy_view, plot_operating_curve)
 from scenarios.files import atomic_write
 from sim.files import write_csv
 from sim.heap import no_full_collections
@@ -117,7 +120,14 @@ class _Lookup:
 
 
 # -- the document ----------------------------------------------------------------------------------------
-def build_doc(an: Analysis, plots: list[tuple[str, str, str, Path]], out: Path) -> Doc:
+def _builder(data) -> Callable[[str], Any]:
+    """Rebuild a run's detector by label (for its ``threshold_for``)."""
+    from sim.config.spec import DetectorSpec
+
+    return lambda det: DetectorSpec(det, *data.specs[det]).build()
+
+
+def build_doc(an: Analysis, plots: list[tuple[str, str, str, Path]], out: Path, view: DeployView | None = None) -> Doc:
     data = an.data
     doc = Doc()
     m0 = data.manifests[0]
@@ -252,6 +262,8 @@ def build_doc(an: Analysis, plots: list[tuple[str, str, str, Path]], out: Path) 
                     str(int(cm.loc[d, "escalations"])), str(int(cm.loc[d, "stops"])),
                     str(int(cm.loc[d, "false_interventions"])), cm.loc[d, "ended"]] for d in dets])
         img("closed_loop.png")
+    if view is not None:
+        deploy_section(doc, view, ranked, img)
     if an.delta_rows:
         doc.h(2, "Δ sensitivity")
         dr = pd.DataFrame(an.delta_rows)
@@ -282,22 +294,32 @@ def _params(params: dict) -> str:
 
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, *, rounds: int = 1000, seed: int = 0,
-                 log: Callable[[str], None] = lambda s: None, transfer_run: str | Path | None = None) -> dict[str, Any]:
+                 log: Callable[[str], None] = lambda s: None, transfer_run: str | Path | None = None,
+                 cv: str | None = None, cv_grids: Callable[[Any], Mapping[str, Grid]] | None = None) -> dict[str, Any]:
     """Analyse run folder(s) and write the tables, plots, ``report.md`` and ``report.html`` into ``out``.
 
     ``out`` defaults to the (first) run folder. The CSV tables are written before any plot
     is drawn, so a plotting failure never loses them. With ``transfer_run`` (a run on real
     traces) the report also compares the two rankings (``transfer.csv``, a section and a plot).
+    With ``cv="corpus"`` (a run on real traces) it adds leave-one-corpus-out (``cv.csv`` and a
+    section, :mod:`sim.report.crossval`); a run that cannot be split by corpus raises
+    :class:`sim.report.crossval.CrossValError` before anything is written. ``cv_grids(data)``
+    returns parameter grids to choose per fold as well (:mod:`sim.tuning.loco`).
     """
     with no_full_collections():  # the runs' rows and traces stay loaded to the end (``sim.heap``)
-        return _write_report(run_dirs, out, rounds, seed, log, transfer_run)
+        return _write_report(run_dirs, out, rounds, seed, log, transfer_run, cv, cv_grids)
 
 
 def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds: int, seed: int,
-                  log: Callable[[str], None], transfer_run: str | Path | None) -> dict[str, Any]:
-    from sim.report.plots import write_plots
+                  log: Callable[[str], None], transfer_run: str | Path | None, cv: str | None = None,
+                  cv_grids: Callable[[Any], Mapping[str, Grid]] | None = None) -> dict[str, Any]:
+    from sim.report.plots import palette, write_plots
 
     data = load_runs(run_dirs)
+    grids = None
+    if cv is not None:
+        check_run(data)  # refuse before the long part
+        grids = cv_grids(data) if cv_grids is not None else None
     out = Path(out) if out is not None else data.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
     an = analyse(data, rounds=rounds, seed=seed)
@@ -312,17 +334,68 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         rows, summary = transfer(run_scores(data.dirs[0]), run_scores(real_dir))
         write_csv(out / "transfer.csv", rows, TRANSFER_COLUMNS)
         moved = (real_dir, rows, summary)
+    crossval = None
+    if cv is not None:
+        crossval = corpus_cv(data, rounds=rounds, seed=seed, grids=grids)
+        write_csv(out / "cv.csv", crossval.rows, CV_COLUMNS)
+    view = deploy_view(data, _builder(data), rounds=rounds, seed=seed)
+    write_csv(out / "deploy.csv", view.rows, DEPLOY_COLUMNS)
+    write_csv(out / "deploy_curves.csv", view.curves, DEPLOY_CURVE_COLUMNS)
+    write_csv(out / "closed_deploy.csv", view.closed, CLOSED_DEPLOY_COLUMNS)
     plots = write_plots(an, out / "plots", log)
-    doc = build_doc(an, plots, out)
+    try:
+        curve = plot_operating_curve(view, out / "plots" / "operating_curve.png", palette(data.detectors))
+    except Exception as exc:  # noqa: BLE001 — a plot must not lose the tables
+        log(f"plot operating_curve.png failed: {type(exc).__name__}: {exc}")
+        curve = None
+    if curve is not None:
+        plots.append(("operating_curve.png", "Operating curve",
+                      "Each detector's swept threshold: calls saved on failed runs against successful runs stopped, "
+                      "halting at the first alarm; the ring marks the value the run used.", curve))
+    doc = build_doc(an, plots, out, view)
     if moved is not None:
         _transfer_section(doc, an, moved, out, log)
+    if crossval is not None:
+        _cv_section(doc, crossval)
     title = f"loopbench report — {data.manifests[0].get('config', {}).get('suite', 'replay')}"
     atomic_write(out / "report.md", doc.markdown())
     atomic_write(out / "report.html", doc.html(title))
     result = {"out": str(out), "plots": [str(p) for *_, p in plots], "seconds": an.seconds, "notes": an.notes}
     if moved is not None:
         result["transfer"] = moved[2]
+    if crossval is not None:
+        result["cv"] = crossval
     return result
+
+
+def _cv_section(doc: Doc, cv: CrossVal) -> None:
+    """Leave-one-corpus-out: per detector and corpus, the standard score in-sample and held out."""
+    doc.h(2, "Leave-one-corpus-out")
+    doc.p("For every corpus, each detector's threshold is chosen (best standard score) on the **other** corpora "
+          "and scored on the held-out one (**held-out**); **in-sample** chooses it on all corpora, the held-out one "
+          "included. Gap = in-sample − held-out. A detector without a threshold parameter is scored as run in both "
+          "(its rules were fixed before the run: this protocol cannot re-derive them). "
+          f"{cv.rounds} bootstrap rounds (seed {cv.seed}), episodes resampled within each corpus, the choice redone "
+          "in every round; gaps and differences are paired. Recall, early rate, FAR and recall − FAR are in `cv.csv`."
+          + (f" vs `{cv.reference}` = held-out score minus `{cv.reference}`'s held-out score; **≠** marks an "
+             "interval that excludes 0." if cv.reference else ""))
+
+    def ci(r, key, lo, hi) -> str:
+        return f"{number_text(r[key])} [{number_text(r[lo])}, {number_text(r[hi])}]"
+
+    rows = []
+    for det in cv.detectors():
+        for corpus in cv.corpora + [POOLED]:
+            r = cv.get(det, corpus)
+            vs = "–"
+            if cv.reference and det != cv.reference and r["vs_reference"] is not None:
+                excl = r["vs_reference_lo"] is not None and (r["vs_reference_lo"] > 0 or r["vs_reference_hi"] < 0)
+                vs = ci(r, "vs_reference", "vs_reference_lo", "vs_reference_hi") + (" **≠**" if excl else "")
+            rows.append([f"`{det}`", f"`{corpus}`", r["value_in_sample"] or "–", r["value_heldout"] or "–",
+                         ci(r, "in_sample", "in_lo", "in_hi"), ci(r, "heldout", "heldout_lo", "heldout_hi"),
+                         ci(r, "gap", "gap_lo", "gap_hi"), vs])
+    doc.table(["detector", "corpus", "threshold in-sample", "threshold held-out", "in-sample score",
+               "held-out score", "gap", f"vs `{cv.reference}`" if cv.reference else "vs reference"], rows)
 
 
 def _transfer_section(doc: Doc, an: Analysis, moved, out: Path, log: Callable[[str], None]) -> None:

@@ -27,6 +27,8 @@ from importlib import resources
 from typing import Iterable, Mapping, Sequence
 
 from detectors.protocol import Verdict
+from scenarios.outcome import UNKNOWN, run_outcome
+from scenarios.severity import BLIP, RUNAWAY, SEVERITY_KEY, Severity, severity
 from scenarios.tree import Episode, ToolNode
 
 #: The detection window: an alarm up to DELTA calls after the onset still counts as caught.
@@ -69,6 +71,12 @@ class Outcome:
     delay: int | None
     late: bool = False
     error: str | None = None
+    # How the episode's run ended (SPEC §11): success | failure | unknown.
+    run_outcome: str = UNKNOWN
+    # The looping path's severity (SPEC §11); None on a clean episode.
+    persistence: int | None = None
+    to_end: bool | None = None
+    severity: str | None = None
 
 
 def load_profiles() -> tuple[str, dict[str, dict[str, float]]]:
@@ -92,6 +100,8 @@ class ScoringUnits:
     labelled: bool
     clean: tuple[tuple[str, int], ...]  # (node id, call index), judged calls of a clean episode
     looping: tuple[tuple[str, tuple[str | None, ...], int], ...]  # (leaf, path call ids or None, onset)
+    severities: tuple[Severity, ...] = ()  # one per looping path, in ``looping``'s order
+    run_outcome: str = UNKNOWN
 
     def outcomes(self, alarms: Mapping[str, bool], delta: int = DELTA, error: str | None = None) -> list[Outcome]:
         """Outcomes given which call nodes alarmed (node id -> alarm); see :func:`episode_outcomes`."""
@@ -109,24 +119,26 @@ class ScoringUnits:
 
     def outcomes_at(self, first: tuple[int | None, ...], delta: int = DELTA, error: str | None = None) -> list[Outcome]:
         """Outcomes from :meth:`first_alarms` at window ``delta``."""
-        ep, fam = self.episode, self.family
+        ep, fam, run = self.episode, self.family, self.run_outcome
         if not self.labelled or not self.looping:
             if self.labelled and error is not None:
-                return [Outcome(ep, fam, "episode", "fp", None, None, None, error=error)]
+                return [Outcome(ep, fam, "episode", "fp", None, None, None, error=error, run_outcome=run)]
             kind = "unlabelled" if not self.labelled else ("tn" if first[0] is None else "fp")
-            return [Outcome(ep, fam, "episode", kind, None, first[0], None, error=error if not self.labelled else None)]
+            return [Outcome(ep, fam, "episode", kind, None, first[0], None, error=error if not self.labelled else None,
+                            run_outcome=run)]
         out = []
-        for (leaf, _, onset), a in zip(self.looping, first):
+        for (leaf, _, onset), a, sev in zip(self.looping, first, self.severities):
+            more = {"run_outcome": run, "persistence": sev.persistence, "to_end": sev.to_end, "severity": sev.severity}
             if error is not None:
-                out.append(Outcome(ep, fam, leaf, "miss", onset, None, None, error=error))
+                out.append(Outcome(ep, fam, leaf, "miss", onset, None, None, error=error, **more))
             elif a is None:
-                out.append(Outcome(ep, fam, leaf, "miss", onset, None, None))
+                out.append(Outcome(ep, fam, leaf, "miss", onset, None, None, **more))
             elif a < onset:
-                out.append(Outcome(ep, fam, leaf, "early", onset, a, None))
+                out.append(Outcome(ep, fam, leaf, "early", onset, a, None, **more))
             elif a <= onset + delta:
-                out.append(Outcome(ep, fam, leaf, "tp", onset, a, a - onset))
+                out.append(Outcome(ep, fam, leaf, "tp", onset, a, a - onset, **more))
             else:
-                out.append(Outcome(ep, fam, leaf, "miss", onset, a, None, late=True))
+                out.append(Outcome(ep, fam, leaf, "miss", onset, a, None, late=True, **more))
         return out
 
 
@@ -135,15 +147,32 @@ def scoring_units(episode: Episode) -> ScoringUnits:
     scored_from = int(episode.meta.get("scored_from", 0) or 0)
     index = episode.call_index()
     judged = tuple((n.id, index[n.id]) for n in episode.tool_nodes() if index[n.id] >= scored_from)
-    looping = []
+    looping, severities = [], []
     if episode.labelled:
+        recorded = recorded_severity(episode)
         for path in episode.paths():
             calls = [n for n in path if isinstance(n, ToolNode)]
             onset = next((i for i, n in enumerate(calls) if index[n.id] >= scored_from and n.label is not None and n.label.loop), None)
             if onset is not None:
                 ids = tuple(n.id if index[n.id] >= scored_from else None for n in calls)
                 looping.append((path[-1].id, ids, onset))
-    return ScoringUnits(episode.id, episode.family, episode.labelled, judged, tuple(looping))
+                severities.append(recorded or severity([n.label is not None and n.label.loop for n in calls], onset))
+    return ScoringUnits(episode.id, episode.family, episode.labelled, judged, tuple(looping), tuple(severities),
+                        run_outcome(episode.meta))
+
+
+def recorded_severity(episode: Episode) -> Severity | None:
+    """The severity an episode's meta records for its loop (``meta["severity"]``: the real
+    suite's labeller-proposed persistence, where the hand labels mark every call from the
+    onset on), or ``None``: then it follows from the per-call labels of each path.
+    Only a linear episode has one loop for it to describe."""
+    rec = episode.meta.get(SEVERITY_KEY)
+    if not isinstance(rec, dict) or not episode.is_linear():
+        return None
+    persistence, to_end = rec.get("persistence"), rec.get("to_end")
+    if isinstance(persistence, int) and not isinstance(persistence, bool) and persistence >= 1 and isinstance(to_end, bool):
+        return Severity(persistence, to_end)
+    return None
 
 
 def units_by_id(episodes: Iterable[Episode]) -> dict[str, ScoringUnits]:
@@ -230,9 +259,13 @@ def summarize(outcomes: Sequence[Outcome], delta: int = DELTA) -> dict[str, floa
     """The deterministic metrics of one group of outcomes (one detector, one family or all)."""
     c = Counts()
     delays = []
+    by_severity = {RUNAWAY: [0, 0], BLIP: [0, 0]}  # severity -> [caught, looping paths]
     for o in outcomes:
         if o.outcome in OUTCOMES:
             setattr(c, o.outcome, getattr(c, o.outcome) + 1)
+        if o.severity in by_severity and o.outcome in ("tp", "miss", "early"):
+            by_severity[o.severity][0] += o.outcome == "tp"
+            by_severity[o.severity][1] += 1
         c.late += o.late
         c.errors += o.error is not None
         if o.outcome == "tp" and o.delay is not None:
@@ -260,6 +293,9 @@ def summarize(outcomes: Sequence[Outcome], delta: int = DELTA) -> dict[str, floa
         "f1": f1,
         "median_delay": statistics.median(delays) if delays else None,
         "mean_delay": statistics.fmean(delays) if delays else None,
+        # Recall split by how long the loop lasts (SPEC §11): the loops a halt must catch, and the blips.
+        "recall_runaway": by_severity[RUNAWAY][0] / by_severity[RUNAWAY][1] if by_severity[RUNAWAY][1] else None,
+        "recall_blip": by_severity[BLIP][0] / by_severity[BLIP][1] if by_severity[BLIP][1] else None,
     }
 
 

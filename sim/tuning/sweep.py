@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -41,6 +41,9 @@ class SweepResult:
     mode: str  # "stored-scores", "hybrid" or "re-simulated"
     explanation: str
     runs: int  # open-loop runs made
+    #: Every cell's outcomes (the cells of ``rows``, in order), for callers that re-aggregate
+    #: them (leave-one-corpus-out: ``sim.tuning.loco``).
+    outcomes: list[list[Outcome]] = field(default_factory=list)
 
 
 def sweep_cells(spec: DetectorSpec, grids: Sequence[ParamGrid]) -> tuple[Detector, list[str], list[tuple], tuple]:
@@ -151,7 +154,7 @@ def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence
         row["default"] = cell == default_cell
         row.update(metrics_row(outcomes[cell], profiles, delta))
         rows.append(row)
-    return SweepResult(spec.label, names, rows, mode, why, runs)
+    return SweepResult(spec.label, names, rows, mode, why, runs, [outcomes[cell] for cell in cells])
 
 
 def plot_sweep(result: SweepResult, path, delta: int = DELTA):

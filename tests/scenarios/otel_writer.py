@@ -45,6 +45,7 @@ class Agent:
     start: int
     end: int
     steps: list["Agent | Tool | Chat"] = field(default_factory=list)
+    status: str | None = None  # "ok" | "error": how the run ended, as a harness sets it
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Chat:
     end: int
     tool_calls: list[tuple[str, str, dict]] = field(default_factory=list)  # (id, name, args)
     tool_results: list[tuple[str, str]] = field(default_factory=list)  # (id, content) sent to the model
+    usage: tuple[int, int] | None = None  # (input, output) tokens: gen_ai.usage.*
 
 
 def write_otlp(path: Path, traces: list[Agent], generation: str = "current", results: bool = True) -> Path:
@@ -79,10 +81,17 @@ def write_otlp(path: Path, traces: list[Agent], generation: str = "current", res
             inner = trace.set_span_in_context(span)
             for s in step.steps:
                 emit(s, inner)
+            if step.status == "ok":
+                span.set_status(Status(StatusCode.OK))
+            elif step.status == "error":
+                span.set_status(Status(StatusCode.ERROR, "run failed"))
             span.end(end_time=ns(step.end))
         elif isinstance(step, Chat):
             span = tracer.start_span("chat gpt-test", context=ctx, start_time=ns(step.start))
             span.set_attribute("gen_ai.operation.name", "chat")
+            if step.usage is not None:
+                span.set_attribute("gen_ai.usage.input_tokens", step.usage[0])
+                span.set_attribute("gen_ai.usage.output_tokens", step.usage[1])
             if generation == "v1.36":
                 span.set_attribute("gen_ai.system", "openai")
                 for cid, content in step.tool_results if results else []:

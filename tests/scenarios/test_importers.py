@@ -147,7 +147,7 @@ def test_tau_bench_reuses_openai_conversion_and_pairs_reused_ids_by_position():
     ]
     ep = episodes[0]
     assert ep.meta == {"source_format": "tau-bench", "source_file": "tau_bench_airline_sample.json", "record": 0,
-                       "task_id": 39, "trial": 1, "reward": 0.0}
+                       "task_id": 39, "trial": 1, "reward": 0.0, "outcome": "failure"}
     assert [t for t, _ in _calls(ep)] == ["get_user_details", "get_reservation_details", "cancel_reservation"]
     # Upstream gives get_reservation_details and cancel_reservation the same tool_call_id.
     ids = [n.call.call_id for n in ep.tool_nodes()]
@@ -193,7 +193,9 @@ def test_react_log_blocks_become_episodes():
         "react_hotpotqa_base_sample:trial1:halted:0",
     ]
     first = episodes[0]
-    assert first.meta["outcome"] == "correct" and first.meta["trial"] == 1
+    assert first.meta["section"] == "correct" and first.meta["trial"] == 1
+    # The section a run is logged in is how it ended: CORRECT succeeded, INCORRECT and HALTED failed.
+    assert [ep.meta["outcome"] for ep in episodes] == ["success", "failure", "failure", "failure"]
     assert _roles(first) == ["user", "assistant", "assistant", "assistant"]
     assert _calls(first) == [("search", {"query": "Jonny Craig"}), ("search", {"query": "Pete Doherty"}),
                              ("finish", {"answer": "Jonny Craig"})]

@@ -21,7 +21,7 @@ def hostile_episode() -> Episode:
         node = f"n{i}{text}"
         tool = text or "t"
         ep.add(ToolNode(node, parent, ToolCall(tool, {"q": "same"}, f"call{i}{text}"), Observation("result"),
-                        Label(i % 2 == 0, f"stale{text}" if i % 2 == 0 else None)))
+                        Label(i % 2 == 0, f"stale{text}" if i % 2 == 0 else None), tokens=10 * i))
         parent = node
     return ep
 
@@ -40,7 +40,7 @@ def test_calls_csv_is_what_csv_writes_cell_by_cell(tmp_path):
     for (i, node), row in zip(enumerate(nodes), rows[1:]):
         # The verdict and score are the detector's; everything else is the trace's own text.
         assert row[:8] == [label, ep.id, ep.family, node.call.call_id, node.id, str(i), str(i), node.call.tool]
-        assert row[10:] == [fmt(node.label.loop), fmt(node.label.kind)]
+        assert row[10:] == [fmt(node.label.loop), fmt(node.label.kind), str(node.tokens)]
         assert row[9] in VERDICT_TEXT.values()
         expected.append(row)
     # The same bytes as the csv module writing each cell.

@@ -238,3 +238,22 @@ def test_the_scoreboards_family_tables_show_each_detectors_first_row_and_a_dash_
                       {"detector": "a", "family": "f2", "miss_rate": 0.1}, {"detector": "a", "family": "f1", "miss_rate": 0.9}])
     text = scoreboard._family_table(m, ["a", "b"], ["f1", "f2"], lambda r: f"{r['miss_rate']:.2f}")
     assert text.splitlines()[2:] == ["| `a` | 0.50 | 0.10 |", "| `b` | – | 0.25 |"]
+
+
+# -- --param takes lists and tables as JSON or TOML (issue 40 item 5) -------------------------------
+@pytest.mark.parametrize("value", ['[{"tool": "poll", "args": {"job": 1}}]', '[{tool = "poll", args = {job = 1}}]'])
+def test_a_list_param_is_taken_as_json_or_toml(value):
+    from sim.cli.app import detector_specs
+
+    [spec] = detector_specs(["roo_code"], {}, (f"roo_code.exempt_calls={value}",))
+    assert spec.params["exempt_calls"] == [{"tool": "poll", "args": {"job": 1}}]
+
+
+@pytest.mark.parametrize("param, says", [
+    ("roo_code.exempt_calls=[a, b", "is neither TOML nor JSON; quote it for the shell"),
+    ("roo_code.exempt_calls=a,b", "(expected a list) (--param takes lists and tables as JSON or TOML"),
+])
+def test_a_bad_list_param_points_to_json_or_config(no_work, tmp_path, param, says):
+    r = invoke("run", "--suite", "quick", "--detectors", "roo_code", "--param", param, "--out", tmp_path / "r")
+    line = one_error_line(r)
+    assert says in line and "--config" in line

@@ -1,0 +1,236 @@
+"""Leave-one-corpus-out (LOCO): what a run on real traces says about corpora nobody tuned on.
+
+On a run over real traces whose families are corpora (``real-dev``: τ-bench airline, ReAct
+HotpotQA and, with ``--corpus``, Who&When Magentic-One and CaptainAgent; or a replay of a
+user's own imported traces, one family per source), every detector's tuned value is chosen
+twice for each corpus *c*:
+
+- **in-sample**: on all corpora, *c* included (what a figure on the dev traces reports);
+- **held-out**: on the *other* corpora only, then scored on *c*, which the choice never saw.
+
+What is tuned per fold is the detector's alarm threshold (its ``threshold_param``), picked by
+the same rule as the report's ``calibrated_heldout`` point (the best standard score,
+ties to the value nearest the run's) from the stored per-call scores
+(:func:`sim.report.analysis.swept_totals`). A detector without a threshold parameter is scored
+as run in both columns (gap 0): its rules and defaults were fixed before the run, so this
+protocol cannot re-derive them — only a re-run per fold could (see docs/detectors.md).
+
+The intervals come from the report's one bootstrap (:class:`sim.scoring.uncertainty.Bootstrap`,
+episodes resampled within each corpus), with the selection redone in every round; a gap and a
+difference against the reference detector are paired (same rounds). Deterministic given the
+bootstrap seed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from sim.report.analysis import RunData, outcome_objects, swept_totals
+from sim.scoring.outcomes import Outcome, load_profiles
+from sim.scoring.thresholds import heldout_totals, pick_best, take
+from sim.scoring.uncertainty import FIELDS, Bootstrap, episode_totals, metrics_from_totals, percentile_interval, score_from_totals
+
+POOLED = "pooled"
+REFERENCE = "exact"
+#: The figures reported per detector and corpus, in this order.
+METRICS = ("score_standard", "recall", "early_rate", "false_alarm_rate", "recall_minus_far")
+CV_COLUMNS = ["detector", "corpus", "metric", "param", "value_as_run", "value_in_sample", "value_heldout",
+              "as_run", "in_sample", "in_lo", "in_hi", "heldout", "heldout_lo", "heldout_hi",
+              "gap", "gap_lo", "gap_hi", "reference", "vs_reference", "vs_reference_lo", "vs_reference_hi"]
+
+
+class CrossValError(ValueError):
+    """The run cannot be cross-validated by corpus (one line, for the CLI)."""
+
+
+def corpus_metrics(t: np.ndarray, profiles) -> dict[str, np.ndarray]:
+    """:data:`METRICS` from totals ``t[..., FIELDS]`` (any leading axes); NaN where undefined."""
+    m = metrics_from_totals(t, profiles)
+    looping = t[..., FIELDS.index("looping")]
+    tp = t[..., FIELDS.index("tp")]
+    recall = np.divide(tp, looping, out=np.full(np.shape(tp), np.nan), where=looping > 0)
+    return {"score_standard": m["score_standard"], "recall": recall, "early_rate": m["early_rate"],
+            "false_alarm_rate": m["false_alarm_rate"], "recall_minus_far": recall - m["false_alarm_rate"]}
+
+
+def check_run(data: RunData) -> list[str]:
+    """The run's corpora (its families, sorted); :class:`CrossValError` when it cannot be split by corpus."""
+    where = ", ".join(str(d) for d in data.dirs)
+    for m in data.manifests:
+        cfg = m.get("config", {})
+        if not (cfg.get("real") or cfg.get("suite") == "replay"):
+            raise CrossValError(f"{where}: --cv corpus needs a run on real traces (e.g. --suite real-dev, or a replay of "
+                                f"imported traces); this is a synthetic run of suite {cfg.get('suite', '?')!r}")
+    if not len(data.outcomes):
+        raise CrossValError(f"{where}: no open-loop outcomes (episodes.csv) to cross-validate")
+    corpora = sorted(set(data.outcomes["family"].astype(str)))
+    if len(corpora) < 2:
+        raise CrossValError(f"{where}: --cv corpus needs at least 2 corpora (families); this run has "
+                            f"{len(corpora)}: {', '.join(corpora) or 'none'}")
+    return corpora
+
+
+@dataclass
+class CrossVal:
+    """The LOCO table (rows of :data:`CV_COLUMNS`) and what the CLI prints."""
+
+    corpora: list[str]
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    reference: str | None = None
+    rounds: int = 0
+    seed: int = 0
+
+    def get(self, detector: str, corpus: str, metric: str = "score_standard") -> dict[str, Any] | None:
+        for r in self.rows:
+            if (r["detector"], r["corpus"], r["metric"]) == (detector, corpus, metric):
+                return r
+        return None
+
+    def detectors(self) -> list[str]:
+        """Detectors by pooled held-out score, best first."""
+        pooled = {r["detector"]: r["heldout"] for r in self.rows if r["corpus"] == POOLED and r["metric"] == "score_standard"}
+        return sorted(pooled, key=lambda d: -(pooled[d] if pooled[d] is not None else -1e9))
+
+
+@dataclass
+class _Folds:
+    """One detector's figures per corpus and pooled: point ``(C + 1, …)`` and per round ``(R, C + 1, …)``."""
+
+    param: str | None
+    values: list
+    default_index: int
+    pick_in: np.ndarray  # () index of the value chosen on all corpora
+    pick_out: np.ndarray  # (C,) index chosen on the other corpora, per held-out corpus
+    as_run: tuple[np.ndarray, np.ndarray]  # totals (C + 1, k), (R, C + 1, k)
+    in_sample: tuple[np.ndarray, np.ndarray]
+    heldout: tuple[np.ndarray, np.ndarray]
+
+
+def _with_pool(per_corpus: np.ndarray) -> np.ndarray:
+    """``(..., C, k)`` -> ``(..., C + 1, k)``: the pooled totals appended as the last corpus."""
+    return np.concatenate([per_corpus, per_corpus.sum(axis=-2, keepdims=True)], axis=-2)
+
+
+def fold_totals(pf: np.ndarray, d_idx: int, std) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """From per-corpus totals ``(..., C, V, k)``: (as-run, in-sample, held-out totals ``(..., C + 1, k)``,
+    held-out picks ``(..., C)``, in-sample pick ``(...)``). The held-out pick for a corpus is made on
+    the sum of the other corpora (:func:`heldout_totals`), so it never sees that corpus."""
+    score_fn = lambda t: score_from_totals(t, std)  # noqa: E731
+    as_run = pf[..., d_idx, :]
+    pick_in = pick_best(score_fn(pf.sum(axis=-3)), d_idx)  # (...)
+    in_sample = take(pf, np.broadcast_to(pick_in[..., None], pf.shape[:-2]))
+    _, pick_out = heldout_totals(pf, score_fn, d_idx)  # (..., C)
+    heldout = take(pf, pick_out)
+    return _with_pool(as_run), _with_pool(in_sample), _with_pool(heldout), pick_out, pick_in
+
+
+@dataclass
+class Grid:
+    """A detector's outcomes at every cell of a parameter grid (re-simulated by
+    :mod:`sim.tuning.loco`): chosen per fold like a threshold, instead of its stored scores."""
+
+    param: str  # the swept names, comma-joined
+    values: list[str]  # each cell as text
+    default_index: int  # the cell the run used
+    outcomes: list[list[Outcome]]
+
+
+def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: str = REFERENCE,
+              detectors: Sequence[str] | None = None, grids: Mapping[str, Grid] | None = None) -> CrossVal:
+    """The leave-one-corpus-out table of a run on real traces (see the module docstring).
+
+    ``grids`` maps a detector to a parameter grid to choose per fold in place of its threshold.
+    """
+    corpora = check_run(data)
+    _, profiles = load_profiles()
+    std = profiles["standard"]
+    out = data.outcomes
+    ep_family = dict(zip(out["episode"], out["family"].astype(str)))
+    keys = sorted(ep_family)
+    index = {k: i for i, k in enumerate(keys)}
+    boot = Bootstrap(keys, [ep_family[k] for k in keys], rounds=rounds, seed=seed)
+    assert list(boot.groups) == corpora  # both sorted: the corpus axis is the bootstrap's family axis
+    cgroups = {d: g for d, g in data.calls.groupby("detector", sort=False)} if len(data.calls) else {}
+    errors = out[out["error"].notna() & (out["error"] != "")]
+    dets = [d for d in (detectors or data.detectors) if d in data.detectors]
+    folds: dict[str, _Folds] = {}
+    for det in dets:
+        by_det = {det: outcome_objects(out[out["detector"] == det])}
+        if grids and det in grids:
+            g = grids[det]
+            x = np.stack([episode_totals(o, index, data.delta) for o in g.outcomes], axis=1)  # (N, V, k)
+            (point, rounds_t), param, values, d_idx = boot.family_totals(x), g.param, g.values, g.default_index
+        elif data.units and det in cgroups:
+            st = swept_totals(data, boot, cgroups, by_det, index, errors, det)
+            point, rounds_t, param, values, d_idx = st.point, st.rounds, st.param, st.values, st.default_index
+        else:  # no stored trace to re-score from: as run
+            x = episode_totals(by_det[det], index, data.delta)[:, None, :]
+            (point, rounds_t), param, values, d_idx = boot.family_totals(x), None, [None], 0
+        ar_p, in_p, ho_p, pick_out, pick_in = fold_totals(point, d_idx, std)
+        ar_r, in_r, ho_r, _, _ = fold_totals(rounds_t, d_idx, std)
+        folds[det] = _Folds(param, values, d_idx, pick_in, pick_out, (ar_p, ar_r), (in_p, in_r), (ho_p, ho_r))
+    ref = reference if reference in folds else None
+    cv = CrossVal(corpora, reference=ref, rounds=rounds, seed=seed)
+    names = corpora + [POOLED]
+    ref_m = None
+    if ref is not None:
+        ref_m = corpus_metrics(folds[ref].heldout[1], profiles)
+    for det, f in folds.items():
+        m = {k: corpus_metrics(t, profiles) for k, t in (("as_run_p", f.as_run[0]), ("in_p", f.in_sample[0]),
+                                                         ("ho_p", f.heldout[0]), ("in_r", f.in_sample[1]),
+                                                         ("ho_r", f.heldout[1]))}
+        ref_p = corpus_metrics(folds[ref].heldout[0], profiles) if ref is not None else None
+        for ci, corpus in enumerate(names):
+            v_out = "" if corpus == POOLED else _value(f.values[int(f.pick_out[ci])])
+            for metric in METRICS:
+                ins, ho = m["in_p"][metric][ci], m["ho_p"][metric][ci]
+                in_lo, in_hi = percentile_interval(m["in_r"][metric][:, ci])
+                ho_lo, ho_hi = percentile_interval(m["ho_r"][metric][:, ci])
+                gap_lo, gap_hi = percentile_interval(m["in_r"][metric][:, ci] - m["ho_r"][metric][:, ci])
+                row = {"detector": det, "corpus": corpus, "metric": metric, "param": f.param or "",
+                       "value_as_run": _value(f.values[f.default_index]),
+                       "value_in_sample": _value(f.values[int(f.pick_in)]), "value_heldout": v_out,
+                       "as_run": _num(m["as_run_p"][metric][ci]), "in_sample": _num(ins), "in_lo": _num(in_lo),
+                       "in_hi": _num(in_hi), "heldout": _num(ho), "heldout_lo": _num(ho_lo), "heldout_hi": _num(ho_hi),
+                       "gap": _num(ins - ho), "gap_lo": _num(gap_lo), "gap_hi": _num(gap_hi),
+                       "reference": ref or "", "vs_reference": None, "vs_reference_lo": None, "vs_reference_hi": None}
+                if ref_m is not None and ref_p is not None:
+                    lo, hi = percentile_interval(m["ho_r"][metric][:, ci] - ref_m[metric][:, ci])
+                    row.update(vs_reference=_num(ho - ref_p[metric][ci]), vs_reference_lo=_num(lo), vs_reference_hi=_num(hi))
+                cv.rows.append(row)
+    return cv
+
+
+def _num(v) -> float | None:
+    v = float(v)
+    return None if np.isnan(v) else v
+
+
+def _value(v) -> str:
+    if v is None:
+        return ""
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def cv_text(cv: CrossVal) -> str:
+    """A compact plain-text table: per detector, the pooled standard score in-sample and held
+    out, the gap, the held-out difference against the reference, and each corpus held out."""
+    def f(v, digits: int = 1) -> str:
+        return "–" if v is None else f"{v:.{digits}f}"
+
+    width = max([len(d) for d in cv.detectors()] + [8])
+    cols = [c[:14] for c in cv.corpora]
+    head = (f"{'detector':<{width}}  {'in-sample':>9}  {'held-out':>8}  {'gap':>5}  "
+            f"{('vs ' + cv.reference) if cv.reference else '':<22}  " + "  ".join(f"{c:>14}" for c in cols))
+    lines = [f"Leave-one-corpus-out, standard score (pooled; then each corpus held out): {', '.join(cv.corpora)}", head]
+    for det in cv.detectors():
+        p = cv.get(det, POOLED)
+        vs = ""
+        if cv.reference and det != cv.reference and p["vs_reference"] is not None:
+            vs = f"{p['vs_reference']:+.1f} [{f(p['vs_reference_lo'])}, {f(p['vs_reference_hi'])}]"
+        held = [cv.get(det, c)["heldout"] for c in cv.corpora]
+        lines.append(f"{det:<{width}}  {f(p['in_sample']):>9}  {f(p['heldout']):>8}  {f(p['gap']):>5}  {vs:<22}  "
+                     + "  ".join(f"{f(h):>14}" for h in held))
+    return "\n".join(lines)

@@ -1,0 +1,202 @@
+"""The report's deployment section (SPEC §11): ``deploy.csv``, the operating curve of every
+detector's swept threshold (failed-run spend saved against successful runs stopped), and the
+closed-loop figures beside the open-loop ones, with where they disagree.
+
+Everything comes from the run folders' files (:mod:`sim.scoring.deploy`); the detector is
+rebuilt only for ``threshold_for``, as the report's threshold sweep does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from sim.execute.rows import NO_GUARD
+from sim.numbers import number_text
+from sim.scoring.deploy import DEPLOY_COLUMNS, deploy_rows, operating_curve, run_outcomes
+from sim.scoring.thresholds import CallScores, candidate_values
+
+CURVE_COLUMNS = ["detector", "param", "value", "default", "successes_stopped", "failures_stopped", "failed_calls_saved",
+                 "loops_caught", "runaway_caught", "nudges_per_100_clean"]
+CLOSED_DEPLOY_COLUMNS = ["detector", "episodes", "success_rate", "success_change", "spend", "spend_saved", "stops"]
+
+
+@dataclass
+class DeployView:
+    rows: list[dict] = field(default_factory=list)  # deploy.csv
+    curves: list[dict] = field(default_factory=list)  # deploy_curves.csv
+    closed: list[dict] = field(default_factory=list)  # closed-loop: success and spend against no guard
+    outcome_source: str = "none"
+    notes: list[str] = field(default_factory=list)
+
+
+def deploy_view(data, build: Callable[[str], Any], *, rounds: int, seed: int) -> DeployView:
+    """The deployment view of loaded run data (``sim.report.analysis.RunData``); ``build(det)``
+    rebuilds a detector for its thresholds."""
+    view = DeployView()
+    if len(data.outcomes) and len(data.calls):
+        view.rows = deploy_rows(data.outcomes, data.calls, data.closed, rounds=rounds, seed=seed)
+        outcomes = run_outcomes(data.outcomes, data.closed)
+        view.outcome_source = outcomes.source
+        if outcomes.known:
+            by = {(r["detector"], r["metric"]): r["value"] for r in view.rows}
+            for det in data.detectors:
+                # A detector without a sweepable threshold is one point: the verdicts it stored.
+                view.curves += _curve(data, build, det, outcomes.by_episode) or [
+                    {"detector": det, "param": "", "value": None, "default": True,
+                     **{m: by.get((det, m)) for m in CURVE_COLUMNS[4:]}}]
+    view.closed = closed_view(data.closed)
+    return view
+
+
+def _curve(data, build, det: str, outcomes) -> list[dict]:
+    try:
+        detector = build(det)
+    except Exception:  # noqa: BLE001 — a plug-in that no longer builds has no curve (the sweep notes it)
+        return []
+    param = getattr(detector, "threshold_param", None)
+    calls = data.calls[data.calls["detector"] == det]
+    if param is None or not len(calls):
+        return []
+    default = getattr(detector, param)
+    values = candidate_values(detector, CallScores.from_rows(calls), default)
+    units = data.outcomes[data.outcomes["detector"] == det]
+    pts = operating_curve(units, calls, outcomes, values, detector.threshold_for, data.delta)
+    return [{"detector": det, "param": param, "default": p["value"] == default, **p} for p in pts]
+
+
+def closed_view(closed: pd.DataFrame) -> list[dict]:
+    """Per detector in ``closed.csv``: task success and spend, and their change against the
+    unguarded reference row (``no_guard``) on the same episodes."""
+    if not len(closed):
+        return []
+    succ = closed["success"].astype(str).str.lower().isin(["true", "1"])
+    g = closed.assign(ok=succ).groupby("detector", sort=False).agg(
+        episodes=("episode", "count"), success_rate=("ok", "mean"), spend=("spend", "sum"), stops=("stop", "sum"))
+    ref = g.loc[NO_GUARD] if NO_GUARD in g.index else None
+    out = []
+    for det, r in g.iterrows():
+        out.append({"detector": det, "episodes": int(r["episodes"]), "success_rate": float(r["success_rate"]),
+                    "success_change": None if ref is None else float(r["success_rate"] - ref["success_rate"]),
+                    "spend": float(r["spend"]),
+                    "spend_saved": None if ref is None or not ref["spend"] else float(1 - r["spend"] / ref["spend"]),
+                    "stops": int(r["stops"])})
+    return out
+
+
+def plot_operating_curve(view: DeployView, path: Path, palette: dict) -> Path | None:
+    """Failed-run calls saved against successful runs stopped, one line per detector, one point per
+    swept threshold; the detector's default value ringed."""
+    import matplotlib.pyplot as plt
+
+    from sim.report.plots import save
+
+    c = pd.DataFrame(view.curves)
+    if not len(c):
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    for det, g in c.groupby("detector", sort=False):
+        g = g.dropna(subset=["successes_stopped", "failed_calls_saved"])
+        if not len(g):
+            continue
+        colour = palette.get(det, "grey")
+        order = np.argsort(g["successes_stopped"].to_numpy(), kind="stable")
+        ax.plot(100 * g["successes_stopped"].to_numpy()[order], 100 * g["failed_calls_saved"].to_numpy()[order],
+                "-", marker="." if len(g) > 1 else "s", ms=5, lw=1.4, color=colour,
+                label=det if len(g) > 1 else f"{det} (no threshold)")
+        d = g[g["default"]]
+        if len(d):
+            ax.plot(100 * d["successes_stopped"], 100 * d["failed_calls_saved"], "o", ms=9, mfc="none", mec=colour,
+                    mew=1.8)
+    ax.set_xlabel("successful runs stopped by a halt (%)")
+    ax.set_ylabel("calls saved on failed runs (%)")
+    ax.set_xlim(-3, 103)
+    ax.set_ylim(-3, 103)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="lower right", title="each point: one threshold; ring: default", title_fontsize=7)
+    ax.set_title("Operating curve: spend saved against successes stopped (halt at first alarm)", fontsize=10)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+_HALT = ("successes_stopped", "failures_stopped", "failed_calls_saved", "failed_tokens_saved", "loops_caught",
+         "runaway_caught")
+_NUDGE = ("blips_nudged", "runaway_nudged", "nudges_per_100_clean")
+
+
+def _cell(r: dict | None) -> str:
+    if r is None:
+        return "–"
+    if r["value"] is None:
+        return "n/a"
+    pct = r["metric"] != "nudges_per_100_clean"
+    v = f"{number_text(r['value'], 1, pct)} [{number_text(r['lo'], 1, pct)}, {number_text(r['hi'], 1, pct)}]"
+    return v + (f" ({r['count']}/{r['of']})" if pct else "")
+
+
+def deploy_section(doc, view: DeployView, ranked: list[str], img: Callable[[str], None]) -> None:
+    """Add the deployment section to the report ``doc`` (a ``sim.report.full.Doc``; its HTML
+    escapes every cell, so detector labels from a run folder cannot inject markup)."""
+    if not view.rows and not view.closed:
+        return
+    doc.h(2, "Deployment: what a halt or a nudge does to runs")
+    by = {(r["detector"], r["metric"]): r for r in view.rows}
+    if view.rows:
+        notes = sorted({r["note"] for r in view.rows if r["note"]})
+        doc.p("Open loop, from `episodes.csv`/`calls.csv` (all in `deploy.csv`). **Halt** at the first alarm: share of "
+              "successful / failed runs stopped, calls of failed runs saved (from the alarmed call on), loops and "
+              "runaway loops caught within Δ. **Nudge** at every alarm: blips and runaway loops nudged within Δ, "
+              "nudges per 100 calls not labelled as loops. 95% bootstrap intervals; (count/of). Run outcomes read "
+              f"from: {view.outcome_source}." + (" n/a: " + "; ".join(notes) + "." if notes else ""))
+        dets = [d for d in ranked if any(k[0] == d for k in by)] or list(dict.fromkeys(r["detector"] for r in view.rows))
+        doc.table(["detector (halt)", "successes stopped", "failures stopped", "failed-run calls saved",
+                   "failed-run tokens saved", "loops caught", "runaway caught"],
+                  [[f"`{d}`"] + [_cell(by.get((d, m))) for m in _HALT] for d in dets])
+        doc.table(["detector (nudge)", "blips nudged", "runaway nudged", "nudges / 100 clean calls"],
+                  [[f"`{d}`"] + [_cell(by.get((d, m))) for m in _NUDGE] for d in dets])
+        if view.curves:
+            img("operating_curve.png")
+            doc.p("Every swept threshold of each detector is in `deploy_curves.csv`.")
+        else:
+            doc.p("No operating curve: the run outcome is unknown for every episode (or no detector has a threshold).")
+    if view.closed:
+        doc.h(3, "Closed loop: task success and spend against no guard")
+        doc.p("Measured, not inferred: every scenario played with each guard in the loop and once with none "
+              "(`no_guard`, the reference row). Success change and spend saved are against that row.")
+        doc.table(["detector", "episodes", "task success", "success change", "spend ($)", "spend saved", "stops"],
+                  [[f"`{r['detector']}`", str(r["episodes"]), number_text(r["success_rate"], 1, True),
+                    number_text(r["success_change"], 1, True), number_text(r["spend"], 3),
+                    number_text(r["spend_saved"], 1, True), str(r["stops"])] for r in view.closed])
+        dis = disagreements(view)
+        if dis:
+            doc.p("Where the open-loop view and the closed loop disagree: " + " ".join(dis))
+        elif view.rows:
+            doc.p("The open-loop view and the closed loop agree for every detector (a halt that stops successful "
+                  "runs open loop costs task success closed loop, and none that stops none does).")
+
+
+def disagreements(view: DeployView) -> list[str]:
+    """Sentences naming detectors whose open-loop successes stopped and closed-loop success change
+    tell different stories (one says the guard costs successful runs, the other that it does not)."""
+    by = {(r["detector"], r["metric"]): r for r in view.rows}
+    out = []
+    for r in view.closed:
+        o = by.get((r["detector"], "successes_stopped"))
+        if o is None or o["value"] is None or r["success_change"] is None:
+            continue
+        open_costs = o["value"] > 0.01
+        closed_costs = r["success_change"] < -0.01
+        if open_costs != closed_costs:
+            out.append(f"`{r['detector']}` stops {number_text(o['value'], 1, True)} of successful runs open loop, "
+                       f"but its closed-loop task success changes by {number_text(r['success_change'], 1, True)} "
+                       "(a nudge or a pruned branch lets the agent recover; a halt after the work is done costs nothing"
+                       + ("" if open_costs else "; or the guard stops runs whose unguarded play would have succeeded")
+                       + ").")
+    return out
+
+
+__all__ = ["CURVE_COLUMNS", "CLOSED_DEPLOY_COLUMNS", "DEPLOY_COLUMNS", "DeployView", "deploy_view", "closed_view",
+           "plot_operating_curve", "deploy_section", "disagreements"]

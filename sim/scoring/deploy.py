@@ -1,0 +1,296 @@
+"""The deployment view (SPEC §11): what a guard does to runs when it halts or nudges.
+
+Computed from a run folder's ``episodes.csv`` and ``calls.csv`` alone (``closed.csv`` only as
+a source of run outcomes for synthetic episodes), per detector and per action:
+
+- **halt** at the first alarm: successful runs stopped, failed runs stopped, calls (and tokens,
+  where ``calls.csv`` records them) saved on failed runs — the calls of failed runs from the
+  first alarm on (the alarmed call is refused, so it is saved too) over all calls of failed
+  runs — and loops / runaway loops caught (the scorer's TP: first alarm within Δ of the onset);
+- **nudge** at every alarm: blips and runaway loops nudged (an alarm within Δ of the onset) and
+  nudges per 100 clean calls (alarms on calls not labelled as loops, every call scored).
+
+A run's outcome (success / failure / unknown) is read from ``episodes.csv`` (column
+``run_outcome``, or ``outcome`` when it holds outcomes rather than the scorer's tn/fp/tp/…);
+a loop's severity from its ``severity`` column (runaway / blip). Missing columns mean unknown:
+figures that need them are left empty with a note, never printed as measured zeros. For
+synthetic episodes played in closed loop the world knows success: a detector that let every
+call of an episode through played it exactly unguarded, so its ``closed.csv`` row is the
+unguarded outcome of the open-loop episode.
+
+Intervals come from the report's stratified cluster bootstrap (:mod:`sim.scoring.uncertainty`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from sim.files import write_csv
+from sim.numbers import as_float
+from sim.scoring.uncertainty import LEVEL, ROUNDS, SEED, Bootstrap, percentile_interval
+
+DEPLOY_COLUMNS = ["detector", "action", "metric", "value", "lo", "hi", "count", "of", "note"]
+
+#: Per-episode totals every deploy metric is a ratio of.
+FIELDS = ("succ", "succ_stopped", "fail", "fail_stopped", "fail_calls", "fail_calls_saved", "fail_tokens",
+          "fail_tokens_saved", "loops", "loops_caught", "runaway", "runaway_caught", "blip", "blip_caught",
+          "clean_calls", "clean_alarms")
+_F = {f: i for i, f in enumerate(FIELDS)}
+
+#: (action, metric, numerator, denominator, scale); the metric is numerator / denominator × scale.
+METRICS = (
+    ("halt", "successes_stopped", "succ_stopped", "succ", 1.0),
+    ("halt", "failures_stopped", "fail_stopped", "fail", 1.0),
+    ("halt", "failed_calls_saved", "fail_calls_saved", "fail_calls", 1.0),
+    ("halt", "failed_tokens_saved", "fail_tokens_saved", "fail_tokens", 1.0),
+    ("halt", "loops_caught", "loops_caught", "loops", 1.0),
+    ("halt", "runaway_caught", "runaway_caught", "runaway", 1.0),
+    ("nudge", "blips_nudged", "blip_caught", "blip", 1.0),
+    ("nudge", "runaway_nudged", "runaway_caught", "runaway", 1.0),
+    ("nudge", "nudges_per_100_clean", "clean_alarms", "clean_calls", 100.0),
+)
+
+_RUN_OUTCOMES = {"success", "failure", "unknown"}
+_TRUE = {"true", "1", "yes"}
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """Each episode's run outcome and where it was read from (``episodes.csv``, ``closed.csv`` or none)."""
+
+    by_episode: dict[str, str]
+    source: str
+
+    @property
+    def known(self) -> bool:
+        return any(v in ("success", "failure") for v in self.by_episode.values())
+
+
+def _flag(v) -> bool | None:
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return str(v).strip().lower() in _TRUE
+
+
+def run_outcomes(episodes: pd.DataFrame, closed: pd.DataFrame | None = None) -> Outcomes:
+    """Run outcome per episode: from ``episodes.csv`` where recorded, else from an uninterrupted
+    closed-loop play in ``closed.csv``, else ``unknown``."""
+    ids = list(dict.fromkeys(episodes["episode"].astype(str))) if len(episodes) else []
+    out = {e: "unknown" for e in ids}
+    col = "run_outcome" if "run_outcome" in episodes else None
+    if col is None and "outcome" in episodes and set(episodes["outcome"].dropna().astype(str)) <= _RUN_OUTCOMES:
+        col = "outcome"
+    source = "none"
+    if col is not None:
+        for e, v in zip(episodes["episode"].astype(str), episodes[col].astype(str)):
+            if v in ("success", "failure") and out.get(e) == "unknown":
+                out[e] = v
+                source = "episodes.csv"
+    if source == "none" and closed is not None and len(closed):
+        quiet = closed[(closed[["nudge", "prune", "escalate", "stop"]].fillna(0).sum(axis=1) == 0)]
+        for e, s in zip(quiet["episode"].astype(str), quiet["success"]):
+            if e in out and out[e] == "unknown":
+                out[e] = "success" if _flag(s) else "failure"
+                source = "closed.csv (uninterrupted closed-loop play)"
+    return Outcomes(out, source)
+
+
+#: Redundant calls in a row from the onset (the onset included) that make a loop runaway (SPEC §11).
+RUNAWAY_PERSISTENCE = 3
+
+
+def severities(units: pd.DataFrame, calls: pd.DataFrame) -> list[str]:
+    """Per ``episodes.csv`` unit: ``runaway``, ``blip`` or ``unknown`` (clean units: ``unknown``).
+
+    Read from the ``severity`` column where recorded. Where it is not, it follows from the
+    ``calls.csv`` labels of a single-path episode (every call at its own path position):
+    persistence = loop-labelled calls in a row from the onset; runaway when it is at least
+    :data:`RUNAWAY_PERSISTENCE` or lasts to the episode's last call. Branching episodes stay unknown.
+    """
+    if "severity" in units:
+        return [s if s in ("runaway", "blip") else "unknown" for s in units["severity"].fillna("").astype(str)]
+    runs: dict[str, list] = {}
+    if len(calls) and "label_loop" in calls:
+        for e, g in calls.groupby(calls["episode"].astype(str), sort=False):
+            depth = pd.to_numeric(g["depth"]).to_numpy()
+            if len(set(depth.tolist())) == len(depth):  # one call per path position: a single path
+                order = np.argsort(depth, kind="stable")
+                runs[e] = [(int(depth[i]), _flag(g["label_loop"].iloc[i])) for i in order]
+    out = []
+    onsets = pd.to_numeric(units["onset"], errors="coerce").to_numpy() if "onset" in units else [np.nan] * len(units)
+    for e, o in zip(units["episode"].astype(str), onsets):
+        seq = runs.get(e)
+        if seq is None or np.isnan(o):
+            out.append("unknown")
+            continue
+        after = [lab for d, lab in seq if d >= o]
+        persistence = next((i for i, lab in enumerate(after) if lab is not True), len(after))
+        out.append("runaway" if persistence >= RUNAWAY_PERSISTENCE or persistence == len(after) else "blip")
+    return out
+
+
+def episode_totals(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], keys: Mapping[str, int],
+                   alarm: np.ndarray | None = None, caught: Sequence[bool] | None = None) -> np.ndarray:
+    """An ``(episodes × FIELDS)`` array of one detector's deploy totals, rows in ``keys`` order.
+
+    ``units``: the detector's ``episodes.csv`` rows; ``calls``: its ``calls.csv`` rows.
+    ``alarm`` overrides the stored verdicts per call (a threshold sweep), and ``caught`` the
+    per-unit catches (the scorer's TP) that go with it.
+    """
+    x = np.zeros((len(keys), len(FIELDS)))
+    if alarm is None:
+        alarm = (calls["verdict"].astype(str) != "allow").to_numpy()
+    eps = calls["episode"].astype(str).to_numpy()
+    idx = pd.to_numeric(calls["call_index"]).to_numpy()
+    tokens = pd.to_numeric(calls["tokens"], errors="coerce").fillna(0).to_numpy() if "tokens" in calls else None
+    lab = [_flag(v) for v in calls["label_loop"]] if "label_loop" in calls else [None] * len(calls)
+    first: dict[str, float] = {}
+    for e, i, a in zip(eps, idx, alarm):
+        if a and i < first.get(e, np.inf):
+            first[e] = i
+    for j, (e, i, a, lb) in enumerate(zip(eps, idx, alarm, lab)):
+        r = keys.get(e)
+        if r is None:
+            continue
+        if lb is False:
+            x[r, _F["clean_calls"]] += 1
+            x[r, _F["clean_alarms"]] += bool(a)
+        if outcomes.get(e) == "failure":
+            saved = i >= first.get(e, np.inf)
+            x[r, _F["fail_calls"]] += 1
+            x[r, _F["fail_calls_saved"]] += saved
+            if tokens is not None:
+                x[r, _F["fail_tokens"]] += tokens[j]
+                x[r, _F["fail_tokens_saved"]] += tokens[j] * saved
+    for e, r in keys.items():
+        o = outcomes.get(e)
+        if o in ("success", "failure"):
+            pre = "succ" if o == "success" else "fail"
+            x[r, _F[pre]] += 1
+            x[r, _F[pre + "_stopped"]] += e in first
+    if caught is None:
+        caught = (units["outcome"].astype(str) == "tp").tolist()
+    looping = (units["outcome"].astype(str).isin(["tp", "miss", "early"])).tolist()
+    for e, loop, c, sev in zip(units["episode"].astype(str), looping, caught, severities(units, calls)):
+        r = keys.get(e)
+        if r is None or not loop:
+            continue
+        x[r, _F["loops"]] += 1
+        x[r, _F["loops_caught"]] += bool(c)
+        if sev != "unknown":
+            x[r, _F[sev]] += 1
+            x[r, _F[sev + "_caught"]] += bool(c)
+    return x
+
+
+def metrics_from_totals(t: np.ndarray) -> dict[str, np.ndarray]:
+    """Every deploy metric from totals ``t[..., FIELDS]`` (any leading axes); NaN when undefined."""
+    out = {}
+    for _, name, num, den, scale in METRICS:
+        n, d = t[..., _F[num]], t[..., _F[den]]
+        out[name] = scale * np.divide(n, d, out=np.full(np.broadcast(n, d).shape, np.nan), where=d > 0)
+    return out
+
+
+def _note(metric: str, outcomes: Outcomes, has_severity: bool, has_tokens: bool, den: float) -> str:
+    if metric in ("successes_stopped", "failures_stopped", "failed_calls_saved", "failed_tokens_saved"):
+        if not outcomes.known:
+            return "run outcome unknown for every episode"
+        if metric == "failed_tokens_saved" and not has_tokens:
+            return "tokens not recorded in calls.csv"
+    if metric in ("runaway_caught", "blips_nudged", "runaway_nudged") and not has_severity:
+        return "severity unknown (not in episodes.csv, no single-path labels)"
+    if not den:
+        return "no episode to measure on"
+    return ""
+
+
+def deploy_rows(episodes: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFrame | None = None, *,
+                rounds: int = ROUNDS, seed: int = SEED, level: float = LEVEL) -> list[dict]:
+    """``deploy.csv`` rows (:data:`DEPLOY_COLUMNS`) for every detector of a run's files."""
+    if not len(episodes) or not len(calls):
+        return []
+    outcomes = run_outcomes(episodes, closed)
+    ep_fam = dict(zip(episodes["episode"].astype(str), episodes["family"].astype(str)))
+    keys = {e: i for i, e in enumerate(ep_fam)}
+    boot = Bootstrap(list(keys), [ep_fam[e] for e in keys], rounds=rounds, seed=seed, level=level)
+    has_sev = bool(len(episodes)) and any(v != "unknown" for v in severities(
+        episodes.drop_duplicates(["episode", "unit"]), calls.drop_duplicates(["episode", "node"])))
+    has_tok = "tokens" in calls and bool(pd.to_numeric(calls["tokens"], errors="coerce").fillna(0).gt(0).any())
+    rows = []
+    by_calls = dict(tuple(calls.groupby("detector", sort=False)))
+    for det, units in episodes.groupby("detector", sort=False):
+        x = episode_totals(units, by_calls.get(det, calls.iloc[:0]), outcomes.by_episode, keys)
+        point, per_round = boot.totals(x)
+        pm, rm = metrics_from_totals(point), metrics_from_totals(per_round)
+        for action, name, num, den, _ in METRICS:
+            note = _note(name, outcomes, has_sev, has_tok, point[_F[den]])
+            measured = note == ""
+            lo, hi = percentile_interval(rm[name], level) if measured else (np.nan, np.nan)
+            rows.append({"detector": det, "action": action, "metric": name,
+                         "value": as_float(pm[name]) if measured else None, "lo": as_float(lo) if measured else None,
+                         "hi": as_float(hi) if measured else None, "count": int(point[_F[num]]) if measured else None,
+                         "of": int(point[_F[den]]) if measured else None, "note": note})
+    return rows
+
+
+def caught_from_calls(units: pd.DataFrame, calls: pd.DataFrame, alarm: np.ndarray, delta: int) -> list[bool]:
+    """Per ``episodes.csv`` unit, whether ``alarm`` (per ``calls.csv`` row) catches its loop: the
+    episode's first alarmed path position (``depth``) falls within ``[onset, onset + delta]``.
+    Exact for single-path episodes (every real trace); on a branching episode it takes the
+    first alarm anywhere in the episode, as ``calls.csv`` does not say which path a call is on."""
+    first: dict[str, float] = {}
+    for e, d, a in zip(calls["episode"].astype(str), pd.to_numeric(calls["depth"]).to_numpy(), alarm):
+        if a and d < first.get(e, np.inf):
+            first[e] = d
+    onsets = pd.to_numeric(units["onset"], errors="coerce").to_numpy()
+    return [bool(not np.isnan(o) and o <= first.get(e, np.inf) <= o + delta)
+            for e, o in zip(units["episode"].astype(str), onsets)]
+
+
+def operating_curve(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], values: Sequence[float],
+                    threshold_for: Callable[[str, float], float], delta: int) -> list[dict]:
+    """Successes stopped and failed-run calls saved (halting) at every swept threshold value.
+
+    ``threshold_for(tool, value)``: the detector's threshold; a call alarms iff its stored score
+    reaches it (the sweep contract of :mod:`sim.scoring.thresholds`).
+    """
+    keys = {e: i for i, e in enumerate(dict.fromkeys(units["episode"].astype(str)))}
+    scores = pd.to_numeric(calls["score"], errors="coerce").fillna(-np.inf).to_numpy()
+    tools = calls["tool"].astype(str).tolist()
+    out = []
+    for v in values:
+        cache: dict[str, float] = {}
+        th = np.fromiter((cache[t] if t in cache else cache.setdefault(t, float(threshold_for(t, v))) for t in tools),
+                         dtype=float, count=len(tools))
+        alarm = scores >= th
+        t = episode_totals(units, calls, outcomes, keys, alarm=alarm,
+                          caught=caught_from_calls(units, calls, alarm, delta)).sum(axis=0)
+        m = metrics_from_totals(t)
+        out.append({"value": v, **{k: as_float(m[k]) for k in ("successes_stopped", "failures_stopped",
+                                                                  "failed_calls_saved", "loops_caught",
+                                                                  "runaway_caught", "nudges_per_100_clean")}})
+    return out
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """A result CSV as the report reads it (empty cells are missing), empty when absent."""
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    return pd.read_csv(path, keep_default_na=False, na_values=[""], low_memory=False)
+
+
+def write_deploy(run_dir: Path, out: Path | None = None, *, rounds: int = ROUNDS, seed: int = SEED) -> list[dict]:
+    """Compute the deployment view of ``run_dir`` from its files and write ``deploy.csv`` into ``out``
+    (default: the run folder); returns the rows."""
+    run_dir = Path(run_dir)
+    rows = deploy_rows(read_table(run_dir / "episodes.csv"), read_table(run_dir / "calls.csv"),
+                       read_table(run_dir / "closed.csv"), rounds=rounds, seed=seed)
+    write_csv(Path(out or run_dir) / "deploy.csv", rows, DEPLOY_COLUMNS)
+    return rows

@@ -1,0 +1,211 @@
+"""Leave-one-corpus-out (`loopbench report --cv corpus`, sim.report.crossval)."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from sim.cli import main
+from sim.report.analysis import load_runs
+from sim.report.crossval import CV_COLUMNS, METRICS, POOLED, corpus_cv, fold_totals
+from sim.scoring.outcomes import composite, load_profiles
+from sim.scoring.thresholds import CallScores, sweep
+from sim.scoring.uncertainty import FIELDS
+
+_, PROFILES = load_profiles()
+STD = PROFILES["standard"]
+K = len(FIELDS)
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def totals(**counts) -> np.ndarray:
+    t = np.zeros(K)
+    for name, v in counts.items():
+        t[FIELDS.index(name)] = v
+    return t
+
+
+# Two thresholds: value 0 fires on everything (catches each loop at its onset, alarms on every
+# clean episode), value 1 never fires. Corpus "loops" has only loops: value 0 is best there;
+# the other two have only clean episodes: value 1 is best there.
+SENSITIVE_LOOPS = totals(looping=100, tp=100, credit=100)
+STRICT_LOOPS = totals(looping=100, miss=100)
+SENSITIVE_CLEAN = totals(clean=10, fp=10)
+STRICT_CLEAN = totals(clean=10)
+
+
+def per_corpus() -> np.ndarray:
+    """(C=3, V=2, k): corpora "clean_a", "clean_b", "loops"."""
+    return np.stack([np.stack([SENSITIVE_CLEAN, STRICT_CLEAN]), np.stack([SENSITIVE_CLEAN, STRICT_CLEAN]),
+                     np.stack([SENSITIVE_LOOPS, STRICT_LOOPS])])
+
+
+def test_the_held_out_corpus_gets_the_threshold_the_others_chose():
+    pf = per_corpus()
+    as_run, in_sample, heldout, pick_out, pick_in = fold_totals(pf, 1, STD)
+    # On all corpora the hundred loops outweigh twenty false alarms: value 0 in-sample ...
+    assert int(pick_in) == 0
+    # ... but held out, "loops" gets what the clean corpora chose (value 1: it never fires) ...
+    assert pick_out.tolist() == [0, 0, 1]
+    np.testing.assert_array_equal(heldout[2], STRICT_LOOPS)
+    np.testing.assert_array_equal(in_sample[2], SENSITIVE_LOOPS)
+    # ... and each clean corpus gets value 0, chosen on the other clean corpus plus the loops.
+    np.testing.assert_array_equal(heldout[0], SENSITIVE_CLEAN)
+    # The pooled row is the sum of the held-out corpora; as run is the default (value 1).
+    np.testing.assert_array_equal(heldout[3], heldout[:3].sum(0))
+    np.testing.assert_array_equal(as_run[:3], pf[:, 1])
+
+
+def test_a_held_out_pick_never_depends_on_the_held_out_corpus():
+    rng = np.random.default_rng(3)
+    pf = rng.integers(0, 20, size=(4, 5, K)).astype(float)
+    _, _, _, pick, _ = fold_totals(pf, 2, STD)
+    for c in range(4):
+        changed = pf.copy()
+        changed[c] = rng.integers(0, 200, size=(5, K))  # anything at all on the held-out corpus
+        _, _, held, pick2, _ = fold_totals(changed, 2, STD)
+        assert pick2[c] == pick[c]
+        np.testing.assert_array_equal(held[c], changed[c, pick[c]])
+
+
+def test_fold_totals_work_per_bootstrap_round():
+    pf = per_corpus()
+    rounds = np.stack([pf, pf * 2])  # (R=2, C, V, k)
+    _, _, held, pick, pick_in = fold_totals(rounds, 1, STD)
+    assert pick.tolist() == [[0, 0, 1], [0, 0, 1]] and pick_in.tolist() == [0, 0]
+    np.testing.assert_array_equal(held[1], 2 * held[0])
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    """The shipped half of real-dev: τ-bench airline and ReAct HotpotQA, two corpora."""
+    out = tmp_path_factory.mktemp("cv") / "real"
+    r = invoke("run", "--suite", "real-dev", "--detectors", "exact,no_progress,progress_guard", "--out", str(out),
+               "--no-progress", "--no-report")
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_on_a_real_run_the_held_out_threshold_is_the_best_on_the_other_corpus(real_run):
+    data = load_runs([real_run])
+    cv = corpus_cv(data, rounds=50)
+    assert cv.corpora == ["react_hotpotqa", "tau_bench_airline"]
+    # Independently of the fold code: sweep no_progress's stored scores on each corpus alone.
+    from sim.config.spec import DetectorSpec
+
+    spec, params = data.specs["no_progress"]
+    det = DetectorSpec("no_progress", spec, params).build()
+    calls = CallScores.from_rows(data.calls[data.calls["detector"] == "no_progress"])
+    values = sorted({1, 2, 3, 4, 5, 6, getattr(det, det.threshold_param)})
+    best = {}
+    for corpus in cv.corpora:
+        units = {e: u for e, u in data.units.items() if u.family == corpus}
+        scores = [composite(o, STD) for o in sweep(units, calls, det, values)]
+        best[corpus] = (values[int(np.argmax(scores))], max(scores), scores)
+    for held, other in (("react_hotpotqa", "tau_bench_airline"), ("tau_bench_airline", "react_hotpotqa")):
+        row = cv.get("no_progress", held)
+        chosen, _, _ = best[other]
+        if best[other][2].count(best[other][1]) == 1:  # a unique optimum: the pick is determined
+            assert row["value_heldout"] == str(chosen)
+        assert row["heldout"] == pytest.approx(best[held][2][values.index(int(row["value_heldout"]))])
+    # A detector without a threshold parameter is scored as run, both ways.
+    for corpus in cv.corpora + [POOLED]:
+        r = cv.get("progress_guard", corpus)
+        assert r["in_sample"] == r["heldout"] == r["as_run"] and r["gap"] == 0 and r["value_heldout"] == ""
+    # Deterministic.
+    assert corpus_cv(load_runs([real_run]), rounds=50).rows == cv.rows
+
+
+def test_report_cv_writes_the_table_and_the_section(real_run, tmp_path):
+    r = invoke("report", str(real_run), "--cv", "corpus", "--rounds", "30", "--out", str(tmp_path / "rep"))
+    assert r.exit_code == 0, r.output
+    assert "Leave-one-corpus-out" in r.output and "progress_guard" in r.output
+    df = pd.read_csv(tmp_path / "rep" / "cv.csv", keep_default_na=False)
+    assert list(df.columns) == CV_COLUMNS
+    assert len(df) == 3 * 3 * len(METRICS)  # detectors x (2 corpora + pooled) x metrics
+    guard = df[(df.detector == "progress_guard") & (df.corpus == POOLED) & (df.metric == "score_standard")].iloc[0]
+    assert guard["reference"] == "exact" and float(guard["vs_reference_lo"]) <= float(guard["vs_reference"])
+    page = (tmp_path / "rep" / "report.html").read_text()
+    assert "<h2>Leave-one-corpus-out</h2>" in page and "<code>tau_bench_airline</code>" in page
+
+
+def test_cv_refuses_runs_it_cannot_split(real_run, tmp_path):
+    one = tmp_path / "one"
+    r = invoke("run", "--suite", "real-dev", "--families", "react_hotpotqa", "--detectors", "exact", "--out", str(one),
+               "--no-progress", "--no-report")
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["report", str(one), "--cv", "corpus"])
+    assert r.exit_code != 0 and "needs at least 2 corpora" in r.output and "react_hotpotqa" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
+    assert not (one / "report.html").exists()
+    syn = tmp_path / "syn"
+    r = invoke("run", "--suite", "quick", "--families", "stale,cosmetic", "--episodes", "2", "--mode", "open",
+               "--detectors", "exact", "--out", str(syn), "--no-progress", "--no-report")
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["report", str(syn), "--cv", "corpus"])
+    assert r.exit_code != 0 and "synthetic run" in r.output and "'quick'" in r.output
+    r = CliRunner().invoke(main, ["report", str(real_run), "--cv", "family"])
+    assert r.exit_code != 0 and "'family'" in r.output
+
+
+def test_family_names_from_traces_are_escaped_in_the_report(tmp_path):
+    """Trace files are untrusted: a corpus named with markup reaches the page as text."""
+    evil = '<script>alert("x")</script>'
+    lines = []
+    with open("examples/agent_trace.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if rec.get("kind") == "episode":
+                rec["family"] = evil if rec["episode"] == "e1" else "b&b"
+            lines.append(json.dumps(rec))
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = tmp_path / "run"
+    r = invoke("replay", str(trace), "--detectors", "exact,no_progress", "--out", str(run), "--no-progress")
+    assert r.exit_code == 0, r.output
+    r = invoke("report", str(run), "--cv", "corpus", "--rounds", "20")
+    assert r.exit_code == 0, r.output
+    page = (run / "report.html").read_text()
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page and "b&amp;b" in page
+    assert set(pd.read_csv(run / "cv.csv", keep_default_na=False)["corpus"]) == {evil, "b&b", POOLED}
+
+
+def test_cv_param_chooses_a_re_simulated_default_per_fold(real_run, tmp_path):
+    """A non-threshold default (progress_guard.same_error_limit) chosen on the other corpus,
+    checked against separate `loopbench run`s of that corpus alone at each value."""
+    out = tmp_path / "rep"
+    r = invoke("report", str(real_run), "--cv", "corpus", "--rounds", "20", "--out", str(out),
+               "--cv-param", "progress_guard.same_error_limit=1,2,4")
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(out / "cv.csv", keep_default_na=False, dtype={c: str for c in ("value_as_run", "value_in_sample", "value_heldout")})
+    score = df[(df.detector == "progress_guard") & (df.metric == "score_standard")].set_index("corpus")
+    assert set(score["param"]) == {"same_error_limit"}
+    tau = {}
+    for v in (1, 2, 4):
+        run = tmp_path / f"tau{v}"
+        r = invoke("run", "--suite", "real-dev", "--families", "tau_bench_airline", "--detectors", "progress_guard",
+                   "--param", f"progress_guard.same_error_limit={v}", "--out", str(run), "--no-progress", "--no-report")
+        assert r.exit_code == 0, r.output
+        m = pd.read_csv(run / "metrics.csv")
+        tau[v] = float(m[m.family == "tau_bench_airline"]["score_standard"].iloc[0])
+    best = max(tau, key=tau.get)
+    assert list(tau.values()).count(tau[best]) == 1, tau  # a unique optimum on τ-bench
+    # ReAct held out gets the value τ-bench chose; τ-bench as run is its default (2).
+    assert score.loc["react_hotpotqa", "value_heldout"] == str(best)
+    assert score.loc["tau_bench_airline", "value_as_run"] == "2"
+    assert float(score.loc["tau_bench_airline", "as_run"]) == pytest.approx(tau[2], abs=1e-4)
+    assert float(score.loc["tau_bench_airline", "in_sample"]) == pytest.approx(tau[int(score.loc["tau_bench_airline", "value_in_sample"])], abs=1e-4)
+
+
+def test_cv_param_errors_are_one_line(real_run):
+    for args, words in ((["--cv-param", "progress_guard.patience=2,3"], "needs --cv corpus"),
+                        (["--cv", "corpus", "--cv-param", "nobody.patience=2"], "did not score a detector 'nobody'"),
+                        (["--cv", "corpus", "--cv-param", "no_progress.threshold=2"], "has no parameter 'threshold'"),
+                        (["--cv", "corpus", "--cv-param", "exact"], "expected DETECTOR.PARAM=V1,V2")):
+        r = CliRunner().invoke(main, ["report", str(real_run), *args])
+        assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, (args, r.output)

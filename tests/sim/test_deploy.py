@@ -1,0 +1,126 @@
+"""The deployment view from hand-made episodes.csv / calls.csv with known answers."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from sim.scoring.deploy import DEPLOY_COLUMNS, read_table, write_deploy
+
+CALLS = ["detector", "episode", "family", "call_id", "node", "call_index", "depth", "tool", "score", "verdict",
+         "label_loop", "label_kind"]
+EPISODES = ["detector", "episode", "family", "unit", "outcome", "onset", "first_alarm", "delay", "late", "error",
+            "run_outcome"]
+
+
+def _write(path: Path, columns, rows) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        w.writerows(rows)
+
+
+def _calls(ep: str, labels: list[bool], alarm_at: int | None, det: str = "g") -> list[list]:
+    return [[det, ep, "fam", f"c{i}", f"n{i}", i, i, "search", 1.0 if i == alarm_at else 0.0,
+             "stop" if i == alarm_at else "allow", str(lab).lower(), "repeat" if lab else ""]
+            for i, lab in enumerate(labels)]
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    # s1: success, clean, alarm at call 2 (stopped);  s2: success, clean, no alarm.
+    # f1: failure, loop from call 1 to the end (runaway), alarm at 1 -> 3 of 4 calls saved.
+    # f2: failure, one redundant call at 2 (blip), no alarm -> 0 of 6 saved.
+    calls = (_calls("s1", [False] * 4, 2) + _calls("s2", [False] * 4, None)
+             + _calls("f1", [False, True, True, True], 1) + _calls("f2", [False, False, True, False, False, False], None))
+    _write(tmp_path / "calls.csv", CALLS, calls)
+    eps = [["g", "s1", "fam", "episode", "fp", "", 2, "", "false", "", "success"],
+           ["g", "s2", "fam", "episode", "tn", "", "", "", "false", "", "success"],
+           ["g", "f1", "fam", "n3", "tp", 1, 1, 0, "false", "", "failure"],
+           ["g", "f2", "fam", "n5", "miss", 2, "", "", "false", "", "failure"]]
+    _write(tmp_path / "episodes.csv", EPISODES, eps)
+    return tmp_path
+
+
+def _metrics(rows) -> dict[str, dict]:
+    return {r["metric"]: r for r in rows}
+
+
+def test_deploy_figures_from_the_files_alone(run: Path) -> None:
+    m = _metrics(write_deploy(run, rounds=200))
+    assert m["successes_stopped"]["value"] == 0.5 and (m["successes_stopped"]["count"], m["successes_stopped"]["of"]) == (1, 2)
+    assert m["failures_stopped"]["value"] == 0.5
+    assert (m["failed_calls_saved"]["count"], m["failed_calls_saved"]["of"]) == (3, 10)
+    assert m["runaway_caught"]["value"] == 1.0 and m["runaway_caught"]["of"] == 1
+    assert m["blips_nudged"]["value"] == 0.0 and m["blips_nudged"]["of"] == 1
+    # clean calls: 8 on s1/s2, 1 on f1, 5 on f2; one alarm among them (s1's call 2)
+    assert m["nudges_per_100_clean"]["value"] == pytest.approx(100 / 14)
+    assert m["failed_tokens_saved"]["value"] is None and "tokens" in m["failed_tokens_saved"]["note"]
+    lo, hi = m["successes_stopped"]["lo"], m["successes_stopped"]["hi"]
+    assert 0.0 <= lo <= 0.5 <= hi <= 1.0 and lo < hi
+    written = read_table(run / "deploy.csv")
+    assert list(written.columns) == DEPLOY_COLUMNS and len(written) == len(m)
+
+
+def test_unknown_outcomes_are_said_not_zeroed(run: Path) -> None:
+    eps = read_table(run / "episodes.csv").drop(columns=["run_outcome"])
+    eps.to_csv(run / "episodes.csv", index=False)
+    m = _metrics(write_deploy(run, rounds=50))
+    for name in ("successes_stopped", "failures_stopped", "failed_calls_saved"):
+        assert m[name]["value"] is None and m[name]["note"] == "run outcome unknown for every episode"
+    assert m["loops_caught"]["value"] == 0.5  # needs no outcome
+
+
+def test_outcome_from_an_uninterrupted_closed_loop_play(run: Path) -> None:
+    eps = read_table(run / "episodes.csv").drop(columns=["run_outcome"])
+    eps.to_csv(run / "episodes.csv", index=False)
+    closed = ["detector", "episode", "family", "ended", "success", "executed", "wasted_calls", "wasted_spend", "spend",
+              "nudge", "prune", "escalate", "stop", "false_interventions", "error"]
+    _write(run / "closed.csv", closed, [
+        ["g", "s1", "fam", "completed", "True", 4, 0, 0, 1, 0, 0, 0, 0, 0, ""],
+        ["g", "s2", "fam", "completed", "True", 4, 0, 0, 1, 0, 0, 0, 0, 0, ""],
+        ["g", "f1", "fam", "stopped", "False", 1, 0, 0, 1, 0, 0, 0, 1, 0, ""],  # interrupted: says nothing
+        ["h", "f1", "fam", "budget", "False", 4, 3, 0, 1, 0, 0, 0, 0, 0, ""],
+        ["g", "f2", "fam", "gave_up", "False", 6, 1, 0, 1, 0, 0, 0, 0, 0, ""]])
+    m = _metrics(write_deploy(run, rounds=50))
+    assert m["successes_stopped"]["value"] == 0.5 and m["failures_stopped"]["of"] == 2
+
+
+def test_a_closed_loop_run_has_the_no_guard_row_and_a_deploy_csv(tmp_path: Path) -> None:
+    from scenarios.suites import load_suite
+    from sim.config.spec import DetectorSpec, RunConfig
+    from sim.execute.runner import run as run_suite
+    from sim.report.deploy_view import closed_view
+
+    out = tmp_path / "run"
+    cfg = RunConfig(suite=load_suite("quick"), detectors=[DetectorSpec("exact", "exact")], families=["stale", "cycle"],
+                    episodes=2, seed=0, mode="both", out=str(out), progress=False)
+    run_suite(cfg)
+    closed = read_table(out / "closed.csv")
+    assert sorted(set(closed["detector"])) == ["exact", "no_guard"]
+    assert (closed[closed.detector == "no_guard"][["nudge", "prune", "escalate", "stop"]].to_numpy() == 0).all()
+    view = {r["detector"]: r for r in closed_view(closed)}
+    assert view["no_guard"]["success_change"] == 0.0 and view["no_guard"]["spend_saved"] == 0.0
+    deploy = read_table(out / "deploy.csv")
+    assert set(deploy["detector"]) == {"exact"}
+    # synthetic episodes: the outcome comes from the unguarded closed-loop play, so halts are measured
+    runs = deploy[deploy.metric.isin(["successes_stopped", "failures_stopped"])]
+    assert "run outcome unknown for every episode" not in set(runs["note"])
+    assert runs["of"].fillna(0).sum() == 4  # every episode's outcome is known (success or failure)
+
+
+def test_the_deploy_section_escapes_what_a_run_folder_names() -> None:
+    from sim.report.deploy_view import DeployView, deploy_section
+    from sim.report.full import Doc
+
+    evil = "<img src=x onerror=alert(1)>"
+    rows = [{"detector": evil, "action": "halt", "metric": m, "value": 0.5, "lo": 0.25, "hi": 0.75, "count": 1, "of": 2,
+             "note": ""} for m in ("successes_stopped", "failed_calls_saved")]
+    closed = [{"detector": evil, "episodes": 2, "success_rate": 0.5, "success_change": -0.5, "spend": 1.0,
+               "spend_saved": 0.5, "stops": 1}]
+    doc = Doc()
+    deploy_section(doc, DeployView(rows=rows, closed=closed, outcome_source="episodes.csv"), [evil], lambda name: None)
+    page = doc.html("t")
+    assert evil not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "successes stopped" in page and "50.0% [25.0%, 75.0%] (1/2)" in page
