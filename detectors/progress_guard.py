@@ -110,7 +110,10 @@ _DIGITS = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
 # (``s/value=84598x/value=7/`` and ``s/value=37155x/value=6/``).
 _ANY_DIGITS = re.compile(r"\d+")
 _NUMBER = re.compile(r"(?<![^\W\d_])\d+(?![^\W\d_])")  # digits not glued to letters
-_TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]?out|temporar\w*|unavailable|retry|rate.?limit\w*|try again|overloaded)\b", re.I)
+# What HTTP and RPC clients report for a failure that may pass on its own ("timed out" and a
+# reset connection included).
+_TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]{0,2}out|temporar\w*|unavailable|retry|rate.?limit\w*|try again"
+                        r"|overloaded|connection (reset|refused|aborted)|econnreset|etimedout)\b", re.I)
 _MAX_OBS_CHARS = 100_000
 
 
@@ -485,8 +488,10 @@ class ProgressGuard(Detector):
                     return _Finding("signature", "was polled twice with the same answer"), 1.0
                 if info.count >= self._param(tool, "poll_limit"):
                     return _Finding("signature", f"was polled {info.count} times"), 1.0
-            elif mode == "retry" and info.transient_run and info.transient_run <= self._param(tool, "max_retries"):
-                pass  # a retry after a transient error, within the allowance
+            elif info.transient_run and info.transient_run <= self._param(tool, "max_retries"):
+                # A retry after a transient error (a time-out, a 503), within the allowance, for
+                # any tool: the call did not complete, so asking again is no repeat.
+                pass
             elif info.unanswered and info.unanswered <= self._param(tool, "max_retries"):
                 pass  # asking again after no reply: the request was never answered
             else:
