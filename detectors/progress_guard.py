@@ -121,11 +121,18 @@ def _h(data: bytes | str) -> int:
     return xxhash.xxh3_64_intdigest(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
 
 
+def _unquoted(text: str) -> str:
+    """A value without one pair of quotes around it: ``"'JFK'"`` is the id ``JFK`` quoted."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+        return text[1:-1].strip()
+    return text
+
+
 def _normalise(value: Any, depth: int = 0) -> Any:
     """Arguments with text normalised (the cosmetic layer)."""
     t = type(value)
     if t is str:
-        return _norm_text(value[:_MAX_OBS_CHARS])
+        return _unquoted(_norm_text(value[:_MAX_OBS_CHARS]))
     if t is int or t is float or t is bool or value is None:
         return value
     if depth > 60:
@@ -135,7 +142,7 @@ def _normalise(value: Any, depth: int = 0) -> Any:
     if isinstance(value, (list, tuple)):
         return [_normalise(v, depth + 1) for v in value]
     if isinstance(value, str):
-        return _norm_text(str(value)[:_MAX_OBS_CHARS])
+        return _unquoted(_norm_text(str(value)[:_MAX_OBS_CHARS]))
     return value
 
 

@@ -317,3 +317,14 @@ def test_a_retry_after_a_transient_error_passes_for_any_tool_and_not_forever():
     g2 = _guard()  # a permanent error is no reason to ask again
     g2.record("get_order", {"id": 1}, "Error: order not found", error=True)
     assert g2.check("get_order", {"id": 1}).verdict is Verdict.NUDGE
+
+
+def test_a_value_in_quotes_is_the_same_value():
+    g = _guard()
+    g.record("search_direct_flight", {"origin": "JFK", "destination": "LAX", "date": "2024-05-20"}, "[]")
+    for quoted in ('"JFK"', "'JFK'", " `JFK` "):
+        assert g.check("search_direct_flight", {"origin": quoted, "destination": "LAX", "date": "2024-05-20"}).verdict \
+            is Verdict.NUDGE, quoted
+    # quotes inside a value are its text, and an unmatched quote is kept
+    assert g.check("search_direct_flight", {"origin": "'JFK", "destination": "LAX", "date": "2024-05-20"}).verdict \
+        is Verdict.ALLOW
