@@ -527,7 +527,7 @@ class ProgressGuard(Detector):
         if state.stale_streak >= patience:
             return _Finding("no_progress", f"follows {state.stale_streak} results in a row that added nothing new"), 1.0
         evidence = state.stale_streak / (patience + 1)
-        if self.semantic and p.free and state.sem is not None and not self._follows_lead(state, p):
+        if self.semantic and p.free and state.sem is not None:
             finding, sim = self._semantic(state, tool, p)
             if finding is not None:
                 return finding, 1.0
@@ -539,12 +539,6 @@ class ProgressGuard(Detector):
         """The same write with other numbers ran after this one (seats 2, then 1 again)."""
         fam = state.families.get(p.family)
         return fam is not None and fam[0] > info.last_step
-
-    @staticmethod
-    def _follows_lead(state: GuardState, p: _Prepared) -> bool:
-        """The call asks for an item an earlier result listed (a suggested title): following
-        a lead is not rewording an old request."""
-        return any(("\x01item", _norm_text(t.strip("\"' "))) in state.lines for t in p.free)
 
     def _literal_find(self, tool: str) -> bool:
         found = self._literal.get(tool)
