@@ -61,6 +61,8 @@ from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow,
 from .signature import args_text, canonical_json, content_text
 from .params import OneOf, Range
 
+#: ("retry" is kept for configurations that name it; it is "default" now that a retry after a
+#: transient error passes for every tool.)
 MODES = ("default", "poll", "retry", "mutating", "command", "exempt")
 #: The mode of a tool whose effects are declared (``detectors.effects``) and whose mode was not
 #: set: each call is "mutating" when its declared effect writes, "default" when it only reads.
@@ -85,7 +87,6 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
      # read before, yet the world changed
      r"|cancel|book|reserve|submit|purchase|pay|refund|exchange|modify|upload|save|transfer|assign"
      r"|(^|_)(set|post|put|add)(_|$)", "mutating"),
-    (r"http|fetch|request|download|curl|url|api|web_get|get_page", "retry"),
 )
 
 #: Tools that search a fixed text for a literal phrase (find in page, a ReAct ``Lookup``,
