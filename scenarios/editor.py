@@ -1,7 +1,8 @@
 """The editor and shell of a multi-tool coding agent: ``str_replace_editor`` and ``execute_bash``.
 
 The tools OpenHands' CodeAct agent and SWE-agent give a model, with their documented
-semantics (Anthropic's text-editor tool, as OpenHands' ``openhands-aci`` implements it):
+semantics (Anthropic's text-editor tool, as OpenHands' ``openhands-aci`` implements it in
+``openhands_aci/editor/editor.py``; its messages are restated here, not its code):
 ``str_replace_editor(command, path, ...)`` views a file with ``cat -n`` line numbers
 (``view_range`` for a slice, a directory lists two levels), ``create``s a file that does not
 exist yet, ``str_replace``s an ``old_str`` that must occur exactly once ("No replacement was

@@ -5,8 +5,12 @@ harnesses built on Anthropic's text-editor tool — read and edit files through 
 and run tests and reproduction scripts through the shell (``scenarios.editor`` has the
 tools' documented semantics). Their clean runs repeat calls all the time: the same test
 command after every edit, the same ``view`` of a file right after editing it. Public runs
-of these agents (OpenHands / SWE-agent trajectories published on GitHub) follow the cycle
-reproduce -> view -> ``str_replace`` -> re-run, which is what these families script. A
+follow the cycle reproduce -> view -> ``str_replace`` -> re-run, which is what these
+families script: SWE-agent's own demonstration run for this tool set
+(princeton-nlp/SWE-agent, ``trajectories/demonstrations/str_replace_anthropic_demo.yaml``:
+view the repository, view the file, ``str_replace``, submit) and the instance template it
+ships ("create a script to reproduce the error ... edit the source ... rerun your reproduce
+script"), which OpenHands' CodeAct prompt follows too. A
 guard that does not know the editor's ``str_replace`` is a write takes every re-run after
 an edit for a loop (issue 38: the class behind 18 of 20 false alarms on held-out multi-tool
 runs); a guard that takes every editor call for a write lets a re-``view`` with no edit
