@@ -411,7 +411,7 @@ class ProgressGuard(Detector):
         # Code and commands: cosmetic edits are formatting, a changed computation is a new
         # call (never a "rewording"), and the text says whether the call writes.
         effect = self._effects.of(call)
-        command_tool = self.mode(call.tool) == "command" or self._effects.is_shell(call.tool)
+        command_tool = self._command_text(call.tool)
         code = {k: v for k, v in args.items() if isinstance(v, str) and (command_tool or str(k).lower() in CODE_KEYS)}
         normal = _normalise({k: v for k, v in args.items() if k not in code})
         normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
@@ -431,6 +431,10 @@ class ProgressGuard(Detector):
                          effect.writes if effect is not None else any(writes(v) for v in code.values()), bool(code),
                          frozenset(_echo_tokens(call.args)),
                          call.args, call.tool, normal_json)
+
+    def _command_text(self, tool: str) -> bool:
+        """The tool's calls are command or program text (a shell, a code runner)."""
+        return self.mode(tool) == "command" or self._effects.is_shell(tool)
 
     def _effective_mode(self, tool: str, p: _Prepared) -> str:
         mode = self.mode(tool)
@@ -756,7 +760,7 @@ class ProgressGuard(Detector):
         # "no match", a booking the API refused), so a read right after it that returns the
         # same result is a repeat. A failed command is another matter: a shell line that
         # writes a file and then runs it reports the run's failure, the file was written.
-        wrote = write_ok or (mode == "mutating" and p.code)
+        wrote = write_ok or (mode == "mutating" and self._command_text(call.tool))
         families = state.families.set(p.family, (state.step, informative or write_ok))
         silent = state.silent
         unanswered_repeat = state.unanswered_repeat

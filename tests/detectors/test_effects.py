@@ -202,6 +202,12 @@ def test_a_str_replace_that_fails_again_and_again_is_a_loop():
     miss = f"ERROR:\nNo replacement was performed, old_str `return 10/x` did not appear verbatim in {MOD}."
     g.record("str_replace_editor", edit, miss, error=True)
     assert g.check("str_replace_editor", edit).verdict is Verdict.NUDGE
+    # the failed edit changed nothing: the same view around it is a repeat
+    view = {"command": "view", "path": MOD}
+    g2 = LoopGuard(semantic=False)
+    g2.record("str_replace_editor", view, "     1\tdef width(x):\n     2\t    return 10 // x\n")
+    g2.record("str_replace_editor", edit, miss, error=True)
+    assert g2.check("str_replace_editor", view).verdict is Verdict.NUDGE
 
 
 def test_a_failed_shell_line_that_writes_still_counts_as_a_write():
