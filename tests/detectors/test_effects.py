@@ -210,6 +210,16 @@ def test_a_str_replace_that_fails_again_and_again_is_a_loop():
     assert g2.check("str_replace_editor", view).verdict is Verdict.NUDGE
 
 
+def test_an_old_str_resent_with_its_indentation_fixed_is_a_new_call():
+    g = LoopGuard(semantic=True, semantic_vectors="static")
+    wrong = {"command": "str_replace", "path": MOD, "old_str": "return 10 // x  # divide the width", "new_str": "return 0"}
+    g.record("str_replace_editor", wrong, f"ERROR:\nNo replacement was performed, old_str `{wrong['old_str']}` did "
+                                          f"not appear verbatim in {MOD}.", error=True)
+    fixed = dict(wrong, old_str="    return 10 // x  # divide the width", new_str="    return 0")
+    assert g.check("str_replace_editor", fixed).verdict is Verdict.ALLOW  # not cosmetic, not a rewording
+    assert g.check("Edit", {"file_path": MOD, "old_string": "a\n    b", "new_string": "c"}).verdict is Verdict.ALLOW
+
+
 def test_a_failed_shell_line_that_writes_still_counts_as_a_write():
     # ``cat > f <<EOF ... EOF && python f`` reports the run's failure; the file was written
     g = LoopGuard(semantic=False)
