@@ -317,6 +317,11 @@ def test_a_retry_after_a_transient_error_passes_for_any_tool_and_not_forever():
     g2 = _guard()  # a permanent error is no reason to ask again
     g2.record("get_order", {"id": 1}, "Error: order not found", error=True)
     assert g2.check("get_order", {"id": 1}).verdict is Verdict.NUDGE
+    g3 = _guard()  # nor is a status-like number the call itself carried
+    g3.record("get_order", {"id": 503}, "Error: order 503 not found", error=True)
+    assert g3.check("get_order", {"id": 503}).verdict is Verdict.NUDGE
+    g3.record("get_order", {"id": 7}, "Error: 503 Service Unavailable", error=True)
+    assert g3.check("get_order", {"id": 7}).verdict is Verdict.ALLOW
 
 
 def test_a_value_in_quotes_is_the_same_value():
