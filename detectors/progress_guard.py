@@ -35,7 +35,10 @@ Layers, cheapest and most certain first; all state is path-local and immutable:
 Every decision carries ``events = (("loop:detected", {...}),)`` with the layer, tool and
 tier, and a STOP's ``reason`` starts with ``loop-guard:`` — a machine-readable signal.
 
-Per-tool rules come from tool-name patterns (``DEFAULT_RULES``) and can be overridden:
+Which calls write is declared per tool (``detectors.effects``: built in for the common
+harnesses' tools, extended in ``tool_overrides`` / ``[tools.NAME]``); a write that failed
+changed nothing. For an undeclared tool the per-tool rules come from tool-name patterns
+(``DEFAULT_RULES``), the last resort. Any of them can be overridden:
 ``tool_overrides={"check_status": {"mode": "poll"}, "http_get": {"max_retries": 5},
 "calc": {"exempt": True}, "search": {"similarity": 0.9}}``.
 """
@@ -50,6 +53,7 @@ import xxhash
 
 from .callmemo import ArgsMemo, CallMemo
 from .commands import CODE_KEYS, cosmetic_form, writes
+from .effects import Effects
 from .pathmap import PathCounts
 from .result_news import ResultText, read_result, what_is_new
 from .result_news import norm_text as _norm_text
@@ -57,15 +61,22 @@ from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow,
 from .signature import args_text, canonical_json, content_text
 from .params import OneOf, Range
 
+#: ("retry" is kept for configurations that name it; it is "default" now that a retry after a
+#: transient error passes for every tool.)
 MODES = ("default", "poll", "retry", "mutating", "command", "exempt")
+#: The mode of a tool whose effects are declared (``detectors.effects``) and whose mode was not
+#: set: each call is "mutating" when its declared effect writes, "default" when it only reads.
+DECLARED = "declared"
 #: What the semantic layer compares: the model's sentence vectors, or static word-piece vectors.
 SEMANTIC_VECTORS = ("model", "static")
 
-#: Tool-name patterns -> mode, first match wins. Harness authors know their tools; these
-#: are the families every harness has.
+#: Tool-name patterns -> mode, first match wins: the last resort for a tool whose effects
+#: nobody declared (``detectors.effects``). Harness authors know their tools; these are the
+#: families every harness has.
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     (r"^(think|reflect|scratchpad|note|todo|plan)$", "exempt"),  # the model talking to itself
-    (r"status|poll|wait|progress|tail|read_output|check_job|get_job|logs?$", "poll"),
+    # Whole words of the name: ``get_reservation_details`` is no ``tail``.
+    (r"(?<![a-z])(status|poll|wait|progress|tail|read_output|check_job|get_job|logs?$)(?![a-z])", "poll"),
     # Paging: the same call shows the next part (scrolling, the next match of a lookup).
     (r"scroll|page_?(up|down)|next_page|more_results|lookup", "poll"),
     # One tool that reads, edits and tests: whether a call writes is in its command text.
@@ -76,7 +87,6 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
      # read before, yet the world changed
      r"|cancel|book|reserve|submit|purchase|pay|refund|exchange|modify|upload|save|transfer|assign"
      r"|(^|_)(set|post|put|add)(_|$)", "mutating"),
-    (r"http|fetch|request|download|curl|url|api|web_get|get_page", "retry"),
 )
 
 #: Tools that search a fixed text for a literal phrase (find in page, a ReAct ``Lookup``,
@@ -101,7 +111,10 @@ _DIGITS = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
 # (``s/value=84598x/value=7/`` and ``s/value=37155x/value=6/``).
 _ANY_DIGITS = re.compile(r"\d+")
 _NUMBER = re.compile(r"(?<![^\W\d_])\d+(?![^\W\d_])")  # digits not glued to letters
-_TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]?out|temporar\w*|unavailable|retry|rate.?limit\w*|try again|overloaded)\b", re.I)
+# What HTTP and RPC clients report for a failure that may pass on its own ("timed out" and a
+# reset connection included).
+_TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]{0,2}out|temporar\w*|unavailable|retry|rate.?limit\w*|try again"
+                        r"|overloaded|connection (reset|refused|aborted)|econnreset|etimedout)\b", re.I)
 _MAX_OBS_CHARS = 100_000
 
 
@@ -109,11 +122,24 @@ def _h(data: bytes | str) -> int:
     return xxhash.xxh3_64_intdigest(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
 
 
+def _is_transient(text: str, echoes: frozenset) -> bool:
+    """An error that may pass on its own. A status-like number the call itself carried
+    ("old_str `value = 567` did not appear", "order 503 not found") says nothing of the kind."""
+    return any(not (m.group(0).isdigit() and m.group(0) in echoes) for m in _TRANSIENT.finditer(text[:20_000]))
+
+
+def _unquoted(text: str) -> str:
+    """A value without one pair of quotes around it: ``"'JFK'"`` is the id ``JFK`` quoted."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+        return text[1:-1].strip()
+    return text
+
+
 def _normalise(value: Any, depth: int = 0) -> Any:
     """Arguments with text normalised (the cosmetic layer)."""
     t = type(value)
     if t is str:
-        return _norm_text(value[:_MAX_OBS_CHARS])
+        return _unquoted(_norm_text(value[:_MAX_OBS_CHARS]))
     if t is int or t is float or t is bool or value is None:
         return value
     if depth > 60:
@@ -123,7 +149,7 @@ def _normalise(value: Any, depth: int = 0) -> Any:
     if isinstance(value, (list, tuple)):
         return [_normalise(v, depth + 1) for v in value]
     if isinstance(value, str):
-        return _norm_text(str(value)[:_MAX_OBS_CHARS])
+        return _unquoted(_norm_text(str(value)[:_MAX_OBS_CHARS]))
     return value
 
 
@@ -347,6 +373,9 @@ class ProgressGuard(Detector):
         self.tool_overrides = tool_overrides
         self.embedder = embedder
         self._modes: dict[str, str] = {}
+        # Which calls write: declared per tool, built in for the common harnesses; read now so
+        # a bad table fails when the guard is built.
+        self._effects = Effects(tool_overrides)
         self._literal: dict[str, bool] = {}
         # Once per call object for check() and record(), and once per distinct call in all.
         self._prepare = CallMemo(ArgsMemo(self._prepare_uncached))
@@ -373,10 +402,12 @@ class ProgressGuard(Detector):
                 m = "exempt"
             else:
                 m = tool_param(self.tool_overrides, tool, "mode", None)
-                if m is None:
+                if m is None and self._effects.declared(tool):
+                    m = DECLARED
+                elif m is None:
                     low = tool.lower()
                     m = next((mode for pattern, mode in DEFAULT_RULES if re.search(pattern, low)), "default")
-            if m not in MODES:
+            if m not in MODES and m != DECLARED:
                 raise ValueError(f"tool {tool!r}: mode must be one of {', '.join(MODES)}, got {m!r}")
             self._modes[tool] = m
         return m
@@ -392,7 +423,8 @@ class ProgressGuard(Detector):
         args = _as_mapping(call.args)
         # Code and commands: cosmetic edits are formatting, a changed computation is a new
         # call (never a "rewording"), and the text says whether the call writes.
-        command_tool = self.mode(call.tool) == "command"
+        effect = self._effects.of(call)
+        command_tool = self._command_text(call.tool)
         code = {k: v for k, v in args.items() if isinstance(v, str) and (command_tool or str(k).lower() in CODE_KEYS)}
         normal = _normalise({k: v for k, v in args.items() if k not in code})
         normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
@@ -409,12 +441,17 @@ class ProgressGuard(Detector):
             else:
                 skeleton[str(k)] = v
         return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
-                         any(writes(v) for v in code.values()), bool(code), frozenset(_echo_tokens(call.args)),
+                         effect.writes if effect is not None else any(writes(v) for v in code.values()), bool(code),
+                         frozenset(_echo_tokens(call.args)),
                          call.args, call.tool, normal_json)
+
+    def _command_text(self, tool: str) -> bool:
+        """The tool's calls are command or program text (a shell, a code runner)."""
+        return self.mode(tool) == "command" or self._effects.is_shell(tool)
 
     def _effective_mode(self, tool: str, p: _Prepared) -> str:
         mode = self.mode(tool)
-        if mode == "command":
+        if mode == "command" or mode == DECLARED:
             return "mutating" if p.writes else "default"
         return mode
 
@@ -476,8 +513,10 @@ class ProgressGuard(Detector):
                     return _Finding("signature", "was polled twice with the same answer"), 1.0
                 if info.count >= self._param(tool, "poll_limit"):
                     return _Finding("signature", f"was polled {info.count} times"), 1.0
-            elif mode == "retry" and info.transient_run and info.transient_run <= self._param(tool, "max_retries"):
-                pass  # a retry after a transient error, within the allowance
+            elif info.transient_run and info.transient_run <= self._param(tool, "max_retries"):
+                # A retry after a transient error (a time-out, a 503), within the allowance, for
+                # any tool: the call did not complete, so asking again is no repeat.
+                pass
             elif info.unanswered and info.unanswered <= self._param(tool, "max_retries"):
                 pass  # asking again after no reply: the request was never answered
             else:
@@ -506,7 +545,7 @@ class ProgressGuard(Detector):
         if state.stale_streak >= patience:
             return _Finding("no_progress", f"follows {state.stale_streak} results in a row that added nothing new"), 1.0
         evidence = state.stale_streak / (patience + 1)
-        if self.semantic and p.free and state.sem is not None and not self._follows_lead(state, p):
+        if self.semantic and p.free and state.sem is not None:
             finding, sim = self._semantic(state, tool, p)
             if finding is not None:
                 return finding, 1.0
@@ -518,12 +557,6 @@ class ProgressGuard(Detector):
         """The same write with other numbers ran after this one (seats 2, then 1 again)."""
         fam = state.families.get(p.family)
         return fam is not None and fam[0] > info.last_step
-
-    @staticmethod
-    def _follows_lead(state: GuardState, p: _Prepared) -> bool:
-        """The call asks for an item an earlier result listed (a suggested title): following
-        a lead is not rewording an old request."""
-        return any(("\x01item", _norm_text(t.strip("\"' "))) in state.lines for t in p.free)
 
     def _literal_find(self, tool: str) -> bool:
         found = self._literal.get(tool)
@@ -727,7 +760,7 @@ class ProgressGuard(Detector):
             # page): one piece of news, as informative as it was the first time. An identical
             # result is no such report: that is a repeat.
             informative = state.last_informative
-        transient = observation.error and bool(_TRANSIENT.search(text))
+        transient = observation.error and _is_transient(text, p.numbers)
         info: KeyInfo | None = state.keys.get(p.key)
         keys = state.keys.set(p.key, KeyInfo(
             (info.count if info else 0) + 1, state.step, fp, info.last_fp if info else None, informative,
@@ -736,6 +769,11 @@ class ProgressGuard(Detector):
         # A write that succeeded changed the world even when its answer repeats a record read
         # before: a later write with other numbers (a value set back) is no drift.
         write_ok = mode == "mutating" and not observation.error
+        # Whether the world may have changed: a write that failed changed nothing (the editor's
+        # "no match", a booking the API refused), so a read right after it that returns the
+        # same result is a repeat. A failed command is another matter: a shell line that
+        # writes a file and then runs it reports the run's failure, the file was written.
+        wrote = write_ok or (mode == "mutating" and self._command_text(call.tool))
         families = state.families.set(p.family, (state.step, informative or write_ok))
         silent = state.silent
         unanswered_repeat = state.unanswered_repeat
@@ -777,7 +815,7 @@ class ProgressGuard(Detector):
             stale_streak = 0 if informative else state.stale_streak + 1
         return GuardState(
             step=state.step + 1, keys=keys, families=families, lines=lines, sem=sem,
-            last_mutation=state.step if mode == "mutating" else state.last_mutation,
+            last_mutation=state.step if wrote else state.last_mutation,
             stale_streak=stale_streak,
             error_tool=error_tool, error_key=error_key, error_run=error_run,
             strikes=strikes, since_strike=since, fresh_from=fresh_from,

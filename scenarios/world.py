@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from detectors.protocol import Observation, ToolCall
 
 from .lexicon import CONCEPTS, concepts_of
+from .editor import run_editor, run_shell
 from .shell import run_command
 from .webtools import WebTools
 from .worldtools import MoreTools, norm_path
@@ -57,6 +58,9 @@ TOOLS: dict[str, ToolSpec] = {
         ToolSpec("click", 0.002, "Click a link of the open page by its text: click(target)"),
         ToolSpec("web_search", 0.005, "Search the web: web_search(query)"),
         ToolSpec("WebSurfer", 0.01, "Ask the web agent to do something in the browser: WebSurfer(instruction)"),
+        # the multi-tool coding agent's editor and shell (scenarios.editor)
+        ToolSpec("str_replace_editor", 0.0005, "View, create and edit files: str_replace_editor(command, path, ...)"),
+        ToolSpec("execute_bash", 0.002, "Run a command in the repository: execute_bash(command)"),
     )
 }
 
@@ -298,6 +302,12 @@ class World(MoreTools, WebTools):
     def _t_bash(self, state: WorldState, args: Mapping[str, Any]):
         # The shell's commands are parsed by fixed rules (scenarios.shell), never executed.
         return run_command(self, state, str(args["command"]))
+
+    def _t_str_replace_editor(self, state: WorldState, args: Mapping[str, Any]):
+        return run_editor(self, state, args)
+
+    def _t_execute_bash(self, state: WorldState, args: Mapping[str, Any]):
+        return run_shell(self, state, args)
 
     def _t_search(self, state: WorldState, args: Mapping[str, Any]):
         query = str(args.get("query", args.get("q", "")))

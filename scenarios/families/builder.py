@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from detectors.protocol import ToolCall
 
 from ..agents import Intent, LoopSpec, Script
+from ..editor import EDITOR, REPO, SHELL, editor_view
 from ..lexicon import CONCEPTS
 from ..text import render
 from ..world import World, WorldState
@@ -109,6 +110,10 @@ class PathBuilder:
             return ToolCall("calc", {"expression": f"{a} {rng.choice('+-*')} {b}"})
         if tool == "bash":
             return shell_read(self.world, rng)
+        if tool == EDITOR:
+            return editor_view(self.world, rng)
+        if tool == SHELL:
+            return ToolCall(SHELL, {"command": f"cd {REPO} && {shell_read(self.world, rng).args['command']}"})
         if tool == "http_get":
             return ToolCall("http_get", {"url": f"https://docs.example.com/{rng.choice(CONCEPT_NAMES)}/{rng.randint(1, 500)}"})
         return None

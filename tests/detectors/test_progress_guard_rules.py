@@ -299,3 +299,37 @@ def test_an_alarm_names_the_call_as_it_came_whatever_call_was_prepared_first():
     s = g.record(s, bare, g.check(s, bare), Observation("pong from host-1"))
     d = g.check(s, ToolCall("ping", "host-1"))
     assert d.alarm and 'ping("host-1")' in d.message and "_=" not in d.message
+
+
+def test_a_retry_after_a_transient_error_passes_for_any_tool_and_not_forever():
+    # ("timed out" and "connection reset" are transient too, for a tool of any name)
+    for error in ("Error: request timed out", "Error: connection reset by peer", "503 Service Unavailable"):
+        g = _guard()
+        args = {"reservation_id": "ZFA04Y"}
+        g.record("get_reservation_details", args, error, error=True)
+        assert g.check("get_reservation_details", args).verdict is Verdict.ALLOW, error
+    g = _guard()
+    for _ in range(3):
+        g.record("get_order", {"id": 1}, "Error: request timed out", error=True)
+    assert g.check("get_order", {"id": 1}).verdict is Verdict.ALLOW  # within max_retries (3)
+    g.record("get_order", {"id": 1}, "Error: request timed out", error=True)
+    assert g.check("get_order", {"id": 1}).verdict is Verdict.NUDGE  # the fourth retry
+    g2 = _guard()  # a permanent error is no reason to ask again
+    g2.record("get_order", {"id": 1}, "Error: order not found", error=True)
+    assert g2.check("get_order", {"id": 1}).verdict is Verdict.NUDGE
+    g3 = _guard()  # nor is a status-like number the call itself carried
+    g3.record("get_order", {"id": 503}, "Error: order 503 not found", error=True)
+    assert g3.check("get_order", {"id": 503}).verdict is Verdict.NUDGE
+    g3.record("get_order", {"id": 7}, "Error: 503 Service Unavailable", error=True)
+    assert g3.check("get_order", {"id": 7}).verdict is Verdict.ALLOW
+
+
+def test_a_value_in_quotes_is_the_same_value():
+    g = _guard()
+    g.record("search_direct_flight", {"origin": "JFK", "destination": "LAX", "date": "2024-05-20"}, "[]")
+    for quoted in ('"JFK"', "'JFK'", " `JFK` "):
+        assert g.check("search_direct_flight", {"origin": quoted, "destination": "LAX", "date": "2024-05-20"}).verdict \
+            is Verdict.NUDGE, quoted
+    # quotes inside a value are its text, and an unmatched quote is kept
+    assert g.check("search_direct_flight", {"origin": "'JFK", "destination": "LAX", "date": "2024-05-20"}).verdict \
+        is Verdict.ALLOW

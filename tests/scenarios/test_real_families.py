@@ -15,8 +15,10 @@ from scenarios.worldtools import canonical_code
 from sim.play.harness import generate
 from sim.play.validate import scored_looping_paths, validate_episode
 
-NEW_HEALTHY = ("write_echo", "fresh_suggestions", "same_output", "scroll_paging", "corrected_id", "shell_edit_test")
-NEW_LOOPS = ("search_dead_end", "rerun_code", "scroll_stall", "redelegate", "shell_rerun")
+NEW_HEALTHY = ("write_echo", "fresh_suggestions", "same_output", "scroll_paging", "corrected_id", "shell_edit_test",
+               "editor_edit_test", "editor_edit_view", "editor_reproduce_fix")
+NEW_LOOPS = ("search_dead_end", "rerun_code", "scroll_stall", "redelegate", "shell_rerun",
+             "editor_review", "editor_rerun", "editor_nomatch")
 EDIT = re.compile(r"^(sed -i|cat > |python - <<|git checkout)")
 NOISE = re.compile(r"\(took \d+ ms, request [0-9a-f]+\)")
 
@@ -45,6 +47,8 @@ def test_linear_and_tree_episodes_validate(name):
             kinds.add(ep.is_linear())
             if name.startswith("shell_"):
                 assert {n.call.tool for n in ep.tool_nodes()} == {"bash"}, "the shell persona has one tool"
+            if name.startswith("editor_"):  # the coding persona (test_coding_agent.py): an editor and a shell
+                assert {n.call.tool for n in ep.tool_nodes()} <= {"str_replace_editor", "execute_bash"}
     assert kinds == {True, False}
 
 
@@ -194,13 +198,14 @@ def test_default_suite_mix_follows_real_prevalence():
     total = sum(loops.values())
     # the headroom families (scenarios/families/headroom.py) count with the kind of loop they harden
     stale_like = sum(loops[f] for f in ("stale", "rerun_code", "scroll_stall", "shell_rerun", "failed_write_reread",
-                                        "noisy_repeat", "late_loop", "web_revisit")) / total
+                                        "noisy_repeat", "late_loop", "web_revisit",
+                                        "editor_review", "editor_rerun", "editor_nomatch")) / total
     para_like = sum(loops[f] for f in ("paraphrased", "redelegate", "search_dead_end", "redelegate_same_page",
                                        "paraphrase_far")) / total
     assert 0.50 <= stale_like <= 0.60 and 0.30 <= para_like <= 0.40
     clean = {f: k for f, k in n.items() if not FAMILIES[f].looping}
     repeating = ("polling", "transient_retry", "edit_test", "compliant", "scroll_paging", "shell_edit_test",
-                 "edit_retest_mixed")
+                 "edit_retest_mixed", "editor_edit_test", "editor_edit_view", "editor_reproduce_fix")
     assert 0.05 <= sum(clean[f] for f in repeating) / sum(clean.values()) <= 0.20
     assert all(v >= 10 for v in n.values()), "every family keeps episodes enough to report on"
 
