@@ -44,5 +44,11 @@ def test_step_budget_catches_everything_late(metrics):
     # late. Paths shorter than the budget (replan's redo loops, the short loops modelled on
     # real traces) are never caught at all.
     tp, late = int(row["tp"]), int(row["late"])
-    assert tp <= 0.05 * looping and late >= 0.9 * (late + tp) and late >= 0.5 * looping
+    assert tp <= 0.05 * looping and late >= 0.9 * (late + tp)
+    # Where loops run long (the SPEC's loop kinds), most are caught, late; the short loops
+    # (headroom and coding-agent families, modelled on real traces) mostly end before the budget.
+    long_kinds = ("stale", "cosmetic", "cycle", "paraphrased", "no_progress", "same_error", "evasion", "drift")
+    lk = [metrics[("step_budget", fam)] for fam in long_kinds]
+    assert sum(int(r["late"]) for r in lk) >= 0.5 * sum(int(r["tp"]) + int(r["miss"]) + int(r["early"]) for r in lk)
+    assert f(metrics, "step_budget", "failed_write_reread", "miss_rate") == 1.0
     assert f(metrics, "step_budget", "replan", "miss_rate") == 1.0

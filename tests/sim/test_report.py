@@ -23,7 +23,7 @@ def quick(tmp_path_factory):
     return out
 
 
-def _check_report(folder, n_plots=len(PLOTS)):
+def _check_report(folder, n_plots=len(PLOTS) + 1):  # + the deployment view's operating curve
     for name in ("report.md", "report.html", "intervals.csv", "paired.csv", "thresholds.csv", "delta_sensitivity.csv"):
         assert (folder / name).stat().st_size > 0, name
     pngs = sorted((folder / "plots").glob("*.png"))
@@ -35,6 +35,7 @@ def _check_report(folder, n_plots=len(PLOTS)):
     assert "http://" not in page and "https://" not in page  # self-contained
     md = (folder / "report.md").read_text()
     assert all(f"plots/{p.name}" in md for p in pngs)
+    assert (folder / "plots" / "operating_curve.png").exists()
 
 
 def test_run_ends_with_a_full_report(quick):
@@ -47,7 +48,8 @@ def test_run_ends_with_a_full_report(quick):
 def test_report_tables_have_the_documented_columns(quick):
     iv = pd.read_csv(quick / "intervals.csv")
     assert list(iv.columns) == ["detector", "family", "metric", "value", "lo", "hi"]
-    assert set(iv.detector) == set(DETS.split(","))
+    assert set(iv.detector) == set(DETS.split(",")) | {"no_guard"}  # the closed loop's unguarded reference row
+    assert "success_rate" in set(iv[iv.detector == "no_guard"].metric)
     assert {"score_standard", "miss_rate", "false_alarm_rate", "success_rate"} <= set(iv.metric)
     pr = pd.read_csv(quick / "paired.csv")
     assert list(pr.columns) == ["detector_a", "detector_b", "metric", "diff", "lo", "hi"]
