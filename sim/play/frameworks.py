@@ -225,6 +225,34 @@ def play(harness: str, scenario: Scenario, detector: Detector | None, watch: Wat
     return run.finish()
 
 
+#: Frameworks that run the calls of one model response concurrently (``asyncio.gather``):
+#: the guard checks every call of a turn before the first one's result is recorded.
+CONCURRENT = frozenset({"openai-agents", "langchain"})
+
+
+def reasons_to_differ(harness: str, builtin: Any) -> list[str]:
+    """The documented framework behaviours that can make ``harness``'s play of a scenario differ
+    from the built-in harness's (``builtin``: its ``SimResult`` with the same detector), read
+    off that play, which the framework's follows until they part (docs/adapters.md):
+
+    - ``prune``: the guard pruned a call; a framework's run has no branch to drop, so the
+      model is told "call not run" and goes on where the built-in harness ends the path;
+    - ``concurrent``: a turn of several calls in a framework in :data:`CONCURRENT`;
+    - ``error as text``: a failed call in the Agents SDK, whose function tools have no error
+      status (the guard records the failure's text as an ordinary result).
+    """
+    reasons = []
+    if builtin.stats.interventions.get("prune"):
+        reasons.append("prune")
+    nodes = builtin.episode.tool_nodes()
+    turns = Counter(n.call.turn for n in nodes)
+    if harness in CONCURRENT and any(k > 1 for k in turns.values()):
+        reasons.append("concurrent")
+    if harness == "openai-agents" and any(n.observation is not None and n.observation.error for n in nodes):
+        reasons.append("error as text")
+    return reasons
+
+
 def play_pydantic_ai(scenario: Scenario, detector: Detector | None, watch: Watchdog | None = None) -> ClosedLoopStats:
     return play("pydantic-ai", scenario, detector, watch)
 

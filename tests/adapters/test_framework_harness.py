@@ -14,15 +14,10 @@ from detectors.protocol import Decision, Verdict  # noqa: E402
 from detectors.registry import make_detector  # noqa: E402
 from scenarios.suites import load_suite  # noqa: E402
 from sim.execute.runner import build_scenarios  # noqa: E402
-from sim.play.frameworks import HARNESSES, Unsupported, linear, play, play_pydantic_ai  # noqa: E402
+from sim.play.frameworks import CONCURRENT, HARNESSES, Unsupported, linear, play, play_pydantic_ai, reasons_to_differ  # noqa: E402,E501
 from sim.play.harness import simulate  # noqa: E402
 
 FRAMEWORKS = [h for h in HARNESSES if h != "builtin"]
-#: Frameworks that run the calls of one model response concurrently (asyncio.gather): the
-#: guard checks every call of a turn before the first one's result is recorded.
-CONCURRENT = {"openai-agents", "langchain"}
-
-
 def quick(episodes: int = 2):
     suite = load_suite("quick")
     return build_scenarios(suite.families, episodes, suite.seed, suite.family_params, suite.family_weights)
@@ -31,23 +26,6 @@ def quick(episodes: int = 2):
 def outcome(stats):
     return (stats.ended, stats.success, stats.executed, stats.wasted_calls, round(stats.spend, 9),
             dict(stats.interventions), stats.false_interventions)
-
-
-def why_different(harness: str, builtin) -> list[str]:
-    """The documented framework behaviours that can make ``harness`` differ on this play: read
-    off the built-in harness's play, which the framework's follows until they part."""
-    reasons = []
-    if builtin.stats.interventions.get("prune"):
-        reasons.append("prune")  # no branch to drop: the model is told "call not run" and goes on
-    nodes = builtin.episode.tool_nodes()
-    per_turn = {}
-    for n in nodes:
-        per_turn[n.call.turn] = per_turn.get(n.call.turn, 0) + 1
-    if harness in CONCURRENT and any(k > 1 for k in per_turn.values()):
-        reasons.append("concurrent")
-    if harness == "openai-agents" and any(n.observation is not None and n.observation.error for n in nodes):
-        reasons.append("error as text")  # a function tool's failure is ordinary output in the Agents SDK
-    return reasons
 
 
 @pytest.mark.parametrize("harness", FRAMEWORKS)
@@ -73,7 +51,7 @@ def test_guarded_plays_match_or_differ_for_a_documented_reason(harness, detector
         if outcome(framework) == outcome(builtin.stats):
             same += 1
             continue
-        reasons = why_different(harness, builtin)
+        reasons = reasons_to_differ(harness, builtin)
         assert reasons, f"{sc.id}: {outcome(framework)} in {harness}, {outcome(builtin.stats)} built in"
         if reasons == ["prune"]:  # the built-in harness ends a path whose calls are all pruned
             assert framework.ended != "pruned" and framework.interventions["prune"] >= 1, sc.id
