@@ -121,7 +121,7 @@ def closed_loop(suite_name: str, detectors: list[str], harnesses: list[str]) -> 
     from detectors.registry import make_detector
     from scenarios.suites import load_suite
     from sim.execute.runner import build_scenarios
-    from sim.play.frameworks import linear, play, reasons_to_differ
+    from sim.play.frameworks import linear, play_run, reasons_to_differ
     from sim.play.harness import simulate
 
     suite = load_suite(suite_name)
@@ -149,12 +149,13 @@ def closed_loop(suite_name: str, detectors: list[str], harnesses: list[str]) -> 
         line(name, "builtin", [r.stats for r in builtin], "", time.perf_counter() - t0)
         for harness in harnesses:
             t0 = time.perf_counter()
-            stats = [play(harness, sc, make_detector(name) if name != "none" else None) for sc in played]
+            runs = [play_run(harness, sc, make_detector(name) if name != "none" else None) for sc in played]
+            stats = [r.stats for r in runs]
             secs = time.perf_counter() - t0
             why: Counter = Counter()
-            for fw, bi in zip(stats, builtin):
-                if key(fw) != key(bi.stats):
-                    why["+".join(reasons_to_differ(harness, bi)) or "UNEXPLAINED"] += 1
+            for fw, bi in zip(runs, builtin):
+                if key(fw.stats) != key(bi.stats):
+                    why["+".join(reasons_to_differ(harness, bi, fw)) or "UNEXPLAINED"] += 1
             same = sum(key(fw) == key(bi.stats) for fw, bi in zip(stats, builtin))
             line(name, harness, stats, f"{same}/{len(played)}", secs, ", ".join(f"{k} {v}" for k, v in sorted(why.items())))
 
@@ -165,7 +166,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     ap.add_argument("--closed-loop", metavar="SUITE")
-    ap.add_argument("--detectors", default="none,progress_guard,exact,gemini_cli",
+    ap.add_argument("--detectors", default="none,progress_guard,exact,gemini_cli,max_turns",
                     help="with --closed-loop; 'none' plays without a guard")
     args = ap.parse_args()
     if args.closed_loop:

@@ -96,6 +96,7 @@ class ScriptedRun:
         self.turn_no = 0
         self.calls = 0  # calls on the path that got a result (run or answered by the guard)
         self.ran: dict[str, Observation] = {}  # call id -> what the world returned
+        self.widest = 0  # the most calls the persona proposed in one turn
         self.stats = ClosedLoopStats()
 
     @property
@@ -137,7 +138,7 @@ class ScriptedRun:
             return Reply(turn.thought, final=True)
         if turn.mode != "join":
             raise Unsupported(f"{self.scenario.id}: a branch turn (the framework's run has one path)")
-        self.turn = turn
+        self.turn, self.widest = turn, max(self.widest, len(turn.calls))
         return Reply(turn.thought, [(c.call_id, c.tool, dict(c.args)) for c in turn.calls])
 
     def _propose(self) -> Any:
@@ -190,8 +191,9 @@ class ScriptedRun:
                     run.stats.check_ns.append(time.perf_counter_ns() - t0)
                     run.watch.end()
                 if decision.verdict is not Verdict.ALLOW:
+                    call = self._call(tool, args)
                     run.stats.interventions[str(decision.verdict)] += 1
-                    if not run.world.execute(run.ws, ToolCall(tool, dict(args or {}))).facts <= run.known:
+                    if not run.world.execute(run.ws, ToolCall(call.tool, dict(call.args))).facts <= run.known:
                         run.stats.false_interventions += 1
                 return decision
 
@@ -216,13 +218,19 @@ class ScriptedRun:
 def play(harness: str, scenario: Scenario, detector: Detector | None, watch: Watchdog | None = None) -> ClosedLoopStats:
     """Play ``scenario`` through ``harness``'s real agent loop, ``detector`` installed through
     its adapter (``None``: no guard). Raises :class:`Unsupported` on a branching scenario."""
+    return play_run(harness, scenario, detector, watch).stats
+
+
+def play_run(harness: str, scenario: Scenario, detector: Detector | None, watch: Watchdog | None = None) -> ScriptedRun:
+    """:func:`play`, giving the whole :class:`ScriptedRun` (its ``stats`` and what the persona did)."""
     if harness not in PLAYERS:
         raise ValueError(f"unknown harness {harness!r} (known: {', '.join(HARNESSES)})")
     if not linear(scenario):
         raise Unsupported(f"{scenario.id}: a branching scenario (the framework's run has one path)")
     run = ScriptedRun(scenario, detector, watch)
     PLAYERS[harness](run)
-    return run.finish()
+    run.finish()
+    return run
 
 
 #: Frameworks that run the calls of one model response concurrently (``asyncio.gather``):
@@ -230,10 +238,11 @@ def play(harness: str, scenario: Scenario, detector: Detector | None, watch: Wat
 CONCURRENT = frozenset({"openai-agents", "langchain"})
 
 
-def reasons_to_differ(harness: str, builtin: Any) -> list[str]:
-    """The documented framework behaviours that can make ``harness``'s play of a scenario differ
-    from the built-in harness's (``builtin``: its ``SimResult`` with the same detector), read
-    off that play, which the framework's follows until they part (docs/adapters.md):
+def reasons_to_differ(harness: str, builtin: Any, run: ScriptedRun) -> list[str]:
+    """The documented framework behaviours that can make ``harness``'s play of a scenario (``run``,
+    from :func:`play_run`) differ from the built-in harness's (``builtin``: its ``SimResult``
+    with the same detector). The two plays are the same until the first of these comes into
+    play, so each is read off the play where it shows (docs/adapters.md):
 
     - ``prune``: the guard pruned a call; a framework's run has no branch to drop, so the
       model is told "call not run" and goes on where the built-in harness ends the path;
@@ -245,8 +254,7 @@ def reasons_to_differ(harness: str, builtin: Any) -> list[str]:
     if builtin.stats.interventions.get("prune"):
         reasons.append("prune")
     nodes = builtin.episode.tool_nodes()
-    turns = Counter(n.call.turn for n in nodes)
-    if harness in CONCURRENT and any(k > 1 for k in turns.values()):
+    if harness in CONCURRENT and run.widest > 1:
         reasons.append("concurrent")
     if harness == "openai-agents" and any(n.observation is not None and n.observation.error for n in nodes):
         reasons.append("error as text")
@@ -280,7 +288,7 @@ def _pydantic_ai(run: ScriptedRun) -> None:
                 raise ModelRetry(obs.content)
             return obs.content
         # Sequential: the calls of one turn hit the world in order, as in the built-in harness.
-        return Tool.from_schema(call, name, f"world tool {name}", {"type": "object", "additional_properties": True},
+        return Tool.from_schema(call, name, f"world tool {name}", {"type": "object", "additionalProperties": True},
                                 takes_ctx=True, sequential=True)
 
     # Retries unbounded here: the persona, not pydantic-ai's retry budget, decides when to stop.
@@ -295,6 +303,8 @@ def _pydantic_ai(run: ScriptedRun) -> None:
 
 
 def _openai_agents(run: ScriptedRun) -> None:
+    import json
+
     from agents import Agent, FunctionTool, Model, ModelResponse, RunConfig, Runner, ToolInputGuardrailTripwireTriggered, Usage
     from agents.testing import assistant_message, function_call
 
@@ -311,15 +321,13 @@ def _openai_agents(run: ScriptedRun) -> None:
             reply = run.respond(shown)
             out = [assistant_message(reply.thought, item_id=f"m{run.turn_no}")] if reply.thought or reply.final else []
             out += [function_call(t, a, call_id=i) for i, t, a in reply.calls]
-            return ModelResponse(output=out, usage=Usage(), response_id=None)
+            return ModelResponse(output=out, usage=Usage(requests=1), response_id=None)  # one request, as a model reports
 
         def stream_response(self, *args, **kwargs):
             raise NotImplementedError("the scripted persona answers whole responses only")
 
     def world_tool(name: str) -> FunctionTool:
         async def invoke(ctx, args_json: str) -> str:
-            import json
-
             # A failed call's text is its output: the SDK has no error status for a function tool.
             return run.run_tool(ctx.tool_call_id, name, json.loads(args_json or "{}")).content
         return FunctionTool(name=name, description=f"world tool {name}", on_invoke_tool=invoke,
