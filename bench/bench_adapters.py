@@ -166,7 +166,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     ap.add_argument("--closed-loop", metavar="SUITE")
-    ap.add_argument("--detectors", default="none,progress_guard,exact,gemini_cli,max_turns",
+    ap.add_argument("--detectors", default="none,progress_guard,exact,gemini_cli,max_turns,planner",
                     help="with --closed-loop; 'none' plays without a guard")
     args = ap.parse_args()
     if args.closed_loop:

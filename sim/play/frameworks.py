@@ -25,7 +25,6 @@ from typing import Any, Callable, Mapping
 from detectors.protocol import Detector, Observation, ToolCall, Verdict
 from detectors.signature import canonical_json
 from scenarios.agents import Agent as Persona
-from scenarios.agents import Script
 from scenarios.base import Scenario
 from scenarios.world import TOKEN_PRICE, WorldState
 
@@ -59,12 +58,10 @@ class Unsupported(ValueError):
 
 
 def linear(scenario: Scenario) -> bool:
-    """Whether every turn of the scenario's script runs on one path (no branch turn)."""
-
-    def flat(script: Script) -> bool:
-        return not script.branches and all(i.mode == "join" for i in script.turns)
-
-    return flat(scenario.script)
+    """Whether every turn of the scenario's script runs on one path (no branch turn: a script
+    that branches continues in ``Script.branches``)."""
+    script = scenario.script
+    return not script.branches and all(i.mode == "join" for i in script.turns)
 
 
 @dataclass
@@ -248,7 +245,9 @@ def reasons_to_differ(harness: str, builtin: Any, run: ScriptedRun) -> list[str]
       model is told "call not run" and goes on where the built-in harness ends the path;
     - ``concurrent``: a turn of several calls in a framework in :data:`CONCURRENT`;
     - ``error as text``: a failed call in the Agents SDK, whose function tools have no error
-      status (the guard records the failure's text as an ordinary result).
+      status (the guard records the failure's text as an ordinary result);
+    - ``messages``: a detector that reads the model's messages (``on_message``: its text, a
+      declared plan), which the adapters, at the tool hook, never see.
     """
     reasons = []
     if builtin.stats.interventions.get("prune"):
@@ -258,6 +257,8 @@ def reasons_to_differ(harness: str, builtin: Any, run: ScriptedRun) -> list[str]
         reasons.append("concurrent")
     if harness == "openai-agents" and any(n.observation is not None and n.observation.error for n in nodes):
         reasons.append("error as text")
+    if getattr(type(run.detector), "on_message", Detector.on_message) is not Detector.on_message:
+        reasons.append("messages")
     return reasons
 
 
