@@ -67,7 +67,7 @@ class Recording:
     """A detector wrapper that logs the order of its checks and records."""
 
     def __init__(self, inner):
-        self.inner, self.log = inner, []
+        self.inner, self.log, self.turns = inner, [], []
         self.name = inner.name
 
     def start(self):
@@ -75,6 +75,7 @@ class Recording:
 
     def check(self, state, call) -> Decision:
         self.log.append("check")
+        self.turns.append(call.turn)
         return self.inner.check(state, call)
 
     def record(self, state, call, decision, obs):
@@ -96,6 +97,9 @@ def test_concurrent_frameworks_check_a_burst_before_recording_it(harness):
     interleaved = "check,check" in ",".join(det.log)
     assert interleaved == (harness in CONCURRENT)
     assert det.log.count("check") == det.log.count("record") > 2
+    # Each adapter tells the guard which model response proposed a call: the burst's calls share one.
+    assert None not in det.turns and det.turns == sorted(det.turns)
+    assert 1 < len(set(det.turns)) < len(det.turns)
 
 
 def test_a_halt_ends_the_framework_run_with_the_guard_reason():
