@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from detectors.guard import LoopGuard
-from detectors.protocol import Decision, Verdict
+from detectors.protocol import Decision, ToolCall, Verdict
 from detectors.registry import make_detector
 
 HALTS = (Verdict.STOP, Verdict.ESCALATE)
@@ -59,16 +59,23 @@ class Action:
     decision: Decision | None = None
 
 
-def before(guard: LoopGuard, tool: str, args: Mapping[str, Any]) -> Action:
+def call_of(tool: str, args: Mapping[str, Any], turn: int | None = None) -> ToolCall:
+    """The call as the guard sees it; ``turn`` is the number of the model response that
+    proposed it (the calls of one response share it), as each framework counts responses."""
+    return ToolCall(tool, dict(args or {}), turn=turn)
+
+
+def before(guard: LoopGuard, tool: str, args: Mapping[str, Any], turn: int | None = None) -> Action:
     """The guard's verdict on a proposed call; raises ``LoopHalted`` on stop/escalate.
 
     A nudge is recorded at once (the model sees its message as the call's result); a
     pruned call never ran and is recorded as such (there is no branch to drop in a
     framework's run, so the model is told the call was dropped)."""
-    decision = guard.check(tool, args)
+    call = call_of(tool, args, turn)
+    decision = guard.check(call)
     if decision.verdict is Verdict.ALLOW:
         return Action(True, decision=decision)
-    guard.record(tool, args, decision=decision)
+    guard.record(call, decision=decision)
     if decision.verdict in HALTS:
         raise LoopHalted(tool, decision)
     text = decision.message or f"[loop guard] call not run: {decision.reason or decision.verdict}"
@@ -76,7 +83,7 @@ def before(guard: LoopGuard, tool: str, args: Mapping[str, Any]) -> Action:
 
 
 def after(guard: LoopGuard, tool: str, args: Mapping[str, Any], result: Any, error: bool = False,
-          decision: Decision | None = None) -> None:
+          decision: Decision | None = None, turn: int | None = None) -> None:
     """Record what an allowed call returned (text as the model sees it)."""
-    guard.record(tool, args, result=result if isinstance(result, str) or result is None else str(result),
+    guard.record(call_of(tool, args, turn), result=result if isinstance(result, str) or result is None else str(result),
                  error=error, decision=decision)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Awaitable, Callable
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AIMessage, ToolMessage
 
 from detectors.guard import LoopGuard
 
@@ -39,15 +39,15 @@ class LoopGuardMiddleware(AgentMiddleware):
     def _before(self, request: Any) -> tuple[LoopGuard, Action]:
         guard = self.guard_for(request)
         call = request.tool_call
-        return guard, before(guard, call["name"], call.get("args") or {})
+        return guard, before(guard, call["name"], call.get("args") or {}, _turn(request))
 
     def _after(self, guard: LoopGuard, request: Any, action: Action, result: Any) -> Any:
         call = request.tool_call
         if isinstance(result, ToolMessage):
             after(guard, call["name"], call.get("args") or {}, _text(result.content),
-                  error=result.status == "error", decision=action.decision)
+                  error=result.status == "error", decision=action.decision, turn=_turn(request))
         else:  # a Command: the tool ran, its result is not a message we can read
-            after(guard, call["name"], call.get("args") or {}, None, decision=action.decision)
+            after(guard, call["name"], call.get("args") or {}, None, decision=action.decision, turn=_turn(request))
         return result
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
@@ -68,13 +68,22 @@ def _nudge(request: Any, action: Action) -> ToolMessage:
     return ToolMessage(content=action.message, tool_call_id=call["id"], name=call["name"])
 
 
+def _messages(request: Any) -> list:
+    state = request.state
+    return (state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)) or []
+
+
+def _turn(request: Any) -> int:
+    """The model response that proposed the call: the AI messages so far in the conversation."""
+    return sum(isinstance(m, AIMessage) for m in _messages(request))
+
+
 def _conversation(request: Any) -> str:
     config = getattr(request.runtime, "config", None) or {}
     thread = (config.get("configurable") or {}).get("thread_id")
     if thread is not None:
         return f"thread:{thread}"
-    state = request.state
-    messages = state.get("messages") if isinstance(state, dict) else getattr(state, "messages", None)
+    messages = _messages(request)
     first = messages[0] if messages else None
     return f"message:{getattr(first, 'id', None) or id(first)}"
 

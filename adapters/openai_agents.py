@@ -45,7 +45,7 @@ class AgentsLoopGuard:
         ctx = data.context
         guard = self.guard_for(ctx.usage)
         try:
-            action = before(guard, ctx.tool_name, _args(ctx.tool_arguments))
+            action = before(guard, ctx.tool_name, _args(ctx.tool_arguments), _turn(ctx))
         except LoopHalted as halt:
             return ToolGuardrailFunctionOutput.raise_exception(
                 output_info={"verdict": str(halt.decision.verdict), "reason": halt.reason})
@@ -59,7 +59,7 @@ class AgentsLoopGuard:
         ctx = data.context
         decision = self._pending.pop(ctx.tool_call_id, None)
         after(self.guard_for(ctx.usage), ctx.tool_name, _args(ctx.tool_arguments), data.output,
-              decision=decision)
+              decision=decision, turn=_turn(ctx))
         return ToolGuardrailFunctionOutput.allow()
 
 
@@ -73,6 +73,12 @@ def guard_tools(tools: Iterable[FunctionTool], factory: GuardFactory | None = No
         tool.tool_output_guardrails = [*(tool.tool_output_guardrails or []), guard.output]
         out.append(tool)
     return out
+
+
+def _turn(ctx: Any) -> int | None:
+    """The model response that proposed the call: the run's model requests so far, as the
+    models report them (a model that reports none: unknown, each call its own turn)."""
+    return getattr(ctx.usage, "requests", None) or None
 
 
 def _args(text: str) -> dict[str, Any]:

@@ -36,7 +36,8 @@ class LoopGuardToolset(WrapperToolset):
         guard = self.guard
         if guard is None:  # called outside agent.run (no for_run): one guard for this toolset
             guard = self.guard = self.factory()
-        action = before(guard, name, tool_args)
+        turn = getattr(ctx, "run_step", None)  # the model response that proposed the call
+        action = before(guard, name, tool_args, turn)
         if not action.run:
             if self.nudge_as == "retry":
                 raise ModelRetry(action.message)
@@ -44,7 +45,7 @@ class LoopGuardToolset(WrapperToolset):
         try:
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
         except ModelRetry as exc:
-            after(guard, name, tool_args, str(exc), error=True, decision=action.decision)
+            after(guard, name, tool_args, str(exc), error=True, decision=action.decision, turn=turn)
             raise
-        after(guard, name, tool_args, result, decision=action.decision)
+        after(guard, name, tool_args, result, decision=action.decision, turn=turn)
         return result

@@ -9,13 +9,15 @@ installed through its adapter (progress_guard, defaults), best of --repeat runs 
   guard per call     = (run time with the guard - without) / calls
   ratio              = guard per call / framework per call
 
-With --closed-loop SUITE, only: the suite's scripted agents in closed loop, played by the
-built-in harness and through pydantic-ai's real agent loop (``sim.play.frameworks``), per
-detector: the linear scenarios played, those whose outcome is identical, and the summed
-closed-loop figures of each harness (branch scenarios are refused by the framework harness).
+With --closed-loop SUITE, only: the suite's linear scenarios in closed loop, played by the
+built-in harness and through each framework's real agent loop (``sim.play.frameworks``, what
+``loopbench run --harness`` plays), per detector ('none': no guard): the summed closed-loop
+figures of each harness, how many plays are identical to the built-in harness's, and every
+difference counted by the documented framework behaviour that explains it
+(``reasons_to_differ``; UNEXPLAINED would be a defect). Branching scenarios are left out.
 
 Run: python bench/bench_adapters.py [--calls 100] [--repeat 5] [--frameworks pydantic-ai,openai-agents,langchain]
-     python bench/bench_adapters.py --closed-loop quick [--detectors progress_guard,exact]
+     python bench/bench_adapters.py --closed-loop quick [--detectors none,progress_guard,exact] [--frameworks ...]
 """
 from __future__ import annotations
 
@@ -113,35 +115,49 @@ def best(fn: Callable[[], None], repeat: int) -> float:
     return min(times)
 
 
-def closed_loop(suite_name: str, detectors: list[str]) -> None:
+def closed_loop(suite_name: str, detectors: list[str], harnesses: list[str]) -> None:
+    from collections import Counter
+
     from detectors.registry import make_detector
     from scenarios.suites import load_suite
     from sim.execute.runner import build_scenarios
-    from sim.play.frameworks import Unsupported, play_pydantic_ai
+    from sim.play.frameworks import linear, play_run, reasons_to_differ
     from sim.play.harness import simulate
 
     suite = load_suite(suite_name)
     scenarios = build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params, suite.family_weights)
-    print(f"suite {suite_name}: {len(scenarios)} scenarios, seed {suite.seed}")
-    print(f"{'detector':<16} {'harness':<12} {'played':>6} {'identical':>9} {'success':>7} {'executed':>8} "
-          f"{'wasted':>6} {'interv.':>7} {'false':>5} {'ended pruned/stopped/budget':>28}")
+    played = [sc for sc in scenarios if linear(sc)]
+    print(f"suite {suite_name}: {len(scenarios)} scenarios, seed {suite.seed}; {len(played)} linear ones played in "
+          f"every harness ({len(scenarios) - len(played)} branching left out)")
+    print(f"{'detector':<16} {'harness':<14} {'identical':>9} {'success':>7} {'executed':>8} {'wasted':>6} "
+          f"{'interv.':>7} {'false':>5} {'pruned/stopped/budget':>21} {'s':>5}  differences by reason")
+
+    def line(name, harness, stats, same, secs, why=""):
+        ended = [sum(s.ended == e for s in stats) for e in ("pruned", "stopped", "budget")]
+        print(f"{name:<16} {harness:<14} {same:>9} {sum(s.success for s in stats):>7} "
+              f"{sum(s.executed for s in stats):>8} {sum(s.wasted_calls for s in stats):>6} "
+              f"{sum(sum(s.interventions.values()) for s in stats):>7} {sum(s.false_interventions for s in stats):>5} "
+              f"{'/'.join(map(str, ended)):>21} {secs:>5.1f}  {why}")
+
+    def key(s):
+        return (s.ended, s.success, s.executed, s.wasted_calls, round(s.spend, 9), dict(s.interventions),
+                s.false_interventions)
+
     for name in detectors:
-        rows = {"built-in": [], "pydantic-ai": []}
-        for sc in scenarios:
-            try:
-                fw = play_pydantic_ai(sc, make_detector(name))
-            except Unsupported:
-                continue
-            rows["pydantic-ai"].append(fw)
-            rows["built-in"].append(simulate(sc, make_detector(name)).stats)
-        same = sum(a.ended == b.ended and a.success == b.success and a.executed == b.executed
-                   and dict(a.interventions) == dict(b.interventions) for a, b in zip(*rows.values()))
-        for harness, stats in rows.items():
-            ended = [sum(s.ended == e for s in stats) for e in ("pruned", "stopped", "budget")]
-            print(f"{name:<16} {harness:<12} {len(stats):>6} {same:>9} {sum(s.success for s in stats):>7} "
-                  f"{sum(s.executed for s in stats):>8} {sum(s.wasted_calls for s in stats):>6} "
-                  f"{sum(sum(s.interventions.values()) for s in stats):>7} {sum(s.false_interventions for s in stats):>5} "
-                  f"{'/'.join(map(str, ended)):>28}")
+        t0 = time.perf_counter()
+        builtin = [simulate(sc, make_detector(name) if name != "none" else None) for sc in played]
+        line(name, "builtin", [r.stats for r in builtin], "", time.perf_counter() - t0)
+        for harness in harnesses:
+            t0 = time.perf_counter()
+            runs = [play_run(harness, sc, make_detector(name) if name != "none" else None) for sc in played]
+            stats = [r.stats for r in runs]
+            secs = time.perf_counter() - t0
+            why: Counter = Counter()
+            for fw, bi in zip(runs, builtin):
+                if key(fw.stats) != key(bi.stats):
+                    why["+".join(reasons_to_differ(harness, bi, fw)) or "UNEXPLAINED"] += 1
+            same = sum(key(fw) == key(bi.stats) for fw, bi in zip(stats, builtin))
+            line(name, harness, stats, f"{same}/{len(played)}", secs, ", ".join(f"{k} {v}" for k, v in sorted(why.items())))
 
 
 def main() -> None:
@@ -150,10 +166,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     ap.add_argument("--closed-loop", metavar="SUITE")
-    ap.add_argument("--detectors", default="progress_guard,exact,gemini_cli")
+    ap.add_argument("--detectors", default="none,progress_guard,exact,gemini_cli,max_turns,planner",
+                    help="with --closed-loop; 'none' plays without a guard")
     args = ap.parse_args()
     if args.closed_loop:
-        closed_loop(args.closed_loop, args.detectors.split(","))
+        closed_loop(args.closed_loop, args.detectors.split(","), args.frameworks.split(","))
         return
     print(f"{'framework':<14} {'calls':>5} {'framework/call':>15} {'guard/call':>11} {'ratio':>6}")
     for name in args.frameworks.split(","):

@@ -19,6 +19,9 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
 @click.option("--seed", type=int, default=None, help="Suite seed. [default: the suite's]")
 @click.option("--episodes", type=click.IntRange(1), default=None, help="Episodes per family. [default: the suite's]")
 @click.option("--mode", type=click.Choice(["open", "closed", "both"]), default=None, help="Open loop, closed loop or both. [default: the suite's: both for quick and default, open for full and ci]")
+@click.option("--harness", type=click.Choice(["builtin", "pydantic-ai", "openai-agents", "langchain"]), default=None,
+              help="Where closed loop is played: the built-in harness, or a framework's real agent loop with the guard "
+              "installed through its adapter (linear scenarios only; needs loopbench[frameworks]). [default: builtin]")
 @click.option("--out", default=None, help="Run folder. [default: runs/SUITE-TIMESTAMP]")
 @click.option("--config", "config_path", default=None, help="TOML configuration (detector parameters, tool registry).")
 @click.option("--param", "params", multiple=True, help="DETECTOR.PARAM=VALUE, e.g. exact.max_repeats_per_signature=2 (repeatable).")
@@ -34,7 +37,7 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
               "threshold sweeps or HTML (about a quarter of a warm default run); `loopbench report RUN` writes them later.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_path, params, delta, workers, engine,
+def run_cmd(suite, detectors_opt, families, seed, episodes, mode, harness, out, config_path, params, delta, workers, engine,
             ray_address, embed_cache, check_timeout, resume, force, no_report, no_progress, as_json, corpus) -> None:
     """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
     from scenarios.base import registered
@@ -62,6 +65,8 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
     run_mode = mode or rc.get("mode", s.mode)
     if s.real and run_mode != "open":
         raise LoopbenchError(f"suite {s.name!r} is recorded real traces: it runs in open loop only (--mode open)")
+    harness = harness or rc.get("harness", "builtin")
+    check_harness(harness, run_mode)
     corpus = corpus or rc.get("corpus")
     if corpus is not None and not s.real:
         raise LoopbenchError("--corpus is for real suites (e.g. --suite real-dev)")
@@ -77,6 +82,7 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
         mode=run_mode, corpus_dir=str(corpus) if corpus else None, delta=delta if delta is not None else int(rc.get("delta", DELTA)),
         out=out_dir(out or rc.get("out"), s.name), progress=not no_progress and not as_json, engine=eng,
         check_timeout=check_timeout_value(check_timeout if check_timeout is not None else rc.get("check_timeout")), resume=resume,
+        harness=harness,
     )
     set_embed_cache(embed_cache)
     log = (lambda m: None) if as_json else (lambda m: click.echo(m, err=True))
@@ -84,6 +90,7 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
     from sim.execute.checkpoint import ResumeError
     from sim.execute.engines import EngineError
     from sim.execute.runner import finished_run, run, summary_of
+    from sim.play.frameworks import Unsupported
 
     phase = "run"
     try:
@@ -100,7 +107,7 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
                 summary = run(cfg, log=log)
             phase = "report"
             write_report_steps(Path(summary["out"]), log, report=not no_report)
-    except (ResumeError, EngineError, RunFolderError) as exc:
+    except (ResumeError, EngineError, RunFolderError, Unsupported) as exc:
         raise LoopbenchError(str(exc)) from None
     except KeyboardInterrupt as exc:
         kept = (f"finished detector tasks are kept in {cfg.out}/.parts" if phase == "run" else
@@ -112,6 +119,19 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, out, config_pa
     else:
         click.echo((Path(summary["out"]) / "scoreboard.md").read_text())
         click.echo(f"Run folder: {summary['out']} ({summary['wall_seconds']} s)")
+
+
+def check_harness(harness: str, mode: str) -> None:
+    """A framework harness is for closed loop, and needs its framework installed."""
+    from sim.play.frameworks import HARNESSES, missing_framework
+
+    if harness not in HARNESSES:
+        raise LoopbenchError(f"unknown harness {harness!r} (known: {', '.join(HARNESSES)})")
+    if harness != "builtin" and mode == "open":
+        raise LoopbenchError(f"--harness {harness} plays closed loop: use --mode closed or both")
+    missing = missing_framework(harness)
+    if missing:
+        raise LoopbenchError(f"--harness {harness} needs {missing}: pip install 'loopbench[frameworks]'")
 
 
 def write_report_steps(out: Path, log, report: bool = True) -> None:

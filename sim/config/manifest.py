@@ -65,3 +65,13 @@ def build_manifest(command: str, config: dict[str, Any], specs: Sequence[Detecto
         "embedding_backend": resolve_backend() if model_backed else None,
         **extra,
     }
+
+
+def harness_text(manifest: dict[str, Any]) -> str:
+    """Where a run's closed loop was played, in words (``loopbench run --harness``)."""
+    h = manifest.get("harness") or {}
+    if not h or h.get("name", "builtin") == "builtin":
+        return "`builtin` (loopbench's own)"
+    return (f"`{h['name']}` (the framework's own agent loop, the guard installed through its adapter), "
+            f"{h.get('played')} linear scenarios of {h.get('scenarios')}: {h.get('left_out_branching')} "
+            "branching ones left out, as a framework's run has one path")

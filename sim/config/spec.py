@@ -23,6 +23,10 @@ class DetectorSpec:
     label: str
     spec: str
     params: dict[str, Any] = field(default_factory=dict)
+    #: Where its closed loop is played (``loopbench run --harness``): the built-in harness or
+    #: a framework's agent loop (``sim.play.frameworks``). The run's, set on every spec so
+    #: that workers on any engine get it with the spec; recorded in the run's configuration.
+    harness: str = "builtin"
 
     def build(self) -> Detector:
         return make_detector(self.spec, **self.params)
@@ -52,6 +56,8 @@ class RunConfig:
     resume: bool = False  # reuse the finished tasks checkpointed in ``out/.parts`` (sim.execute.checkpoint)
     #: A real suite's local copy of the corpora (for traces not shipped as package data).
     corpus_dir: str | None = None
+    #: Where closed loop is played: "builtin" or a framework (``sim.play.frameworks.HARNESSES``).
+    harness: str = "builtin"
 
     def resolved(self) -> dict[str, Any]:
         if self.suite.real:
@@ -69,6 +75,8 @@ class RunConfig:
             "family_params": {f: {k: list(v) if isinstance(v, tuple) else v for k, v in p.items()}
                               for f, p in sorted(self.suite.family_params.items()) if f in self.families},
             "detectors": [{"label": d.label, "spec": d.spec, "params": d.params} for d in self.detectors],
+            # Only when not the built-in harness: earlier runs' configuration hashes stay valid.
+            **({"harness": self.harness} if self.harness != "builtin" else {}),
         }
 
     def config_hash(self) -> str:

@@ -85,7 +85,8 @@ def run_shard(kind: str, spec: Any, episodes: Sequence[Episode], scenarios: Sequ
         if kind == "open":
             return _open_shard(spec.label, run_open(spec.label, det, episodes, watch=watch), det)
         t0 = time.perf_counter()
-        stats = run_closed(spec.label, det, scenarios, episodes=episodes, watch=watch, tapes=tapes)
+        stats = run_closed(spec.label, det, scenarios, episodes=episodes, watch=watch, tapes=tapes,
+                           harness=spec.harness)
     return _closed_shard(spec.label, stats, time.perf_counter() - t0, det)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -26,6 +27,7 @@ from sim.execute.rows import (CALL_COLUMNS, CLOSED_COLUMNS, CLOSED_METRIC_COLUMN
 from sim.execute.tasks import run_open, timing_row
 from sim.files import write_csv, write_json, write_lines
 from sim.heap import frozen, no_full_collections
+from sim.play.frameworks import BUILTIN, Unsupported, linear, play
 from sim.play.harness import Tape, generate, simulate
 from sim.play.watchdog import Watchdog
 from sim.scoring.deploy import write_deploy
@@ -136,13 +138,25 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
         f"({phases['generate']:.1f} s)")
     built = [(d.label, d.build()) for d in config.detectors]  # fails fast on a bad detector
     kinds = [k for k in ("open", "closed") if config.mode in (k, "both")]
-    tasks = [(k, d) for k in kinds for d in config.detectors]
+    framework = config.harness != BUILTIN
+    played = scenarios
+    if framework:
+        # A framework's run has one path: its closed loop plays the linear scenarios only.
+        played = [sc for sc in scenarios if linear(sc)]
+        tapes = {}  # the built-in harness's tapes replay its own plays, not a framework's
+        if "closed" in kinds and not played:
+            raise Unsupported(f"harness {config.harness}: no linear scenario in this suite to play in closed loop "
+                              "(branching scenarios run in the built-in harness only)")
+        if "closed" in kinds:
+            log(f"harness {config.harness}: closed loop plays {len(played)} linear scenarios, "
+                f"{len(scenarios) - len(played)} branching ones left out")
+    tasks = [(k, replace(d, harness=config.harness)) for k in kinds for d in config.detectors]
     results = parts.load(tasks, log) if config.resume else {}
     if config.resume:
         log(f"resuming: {len(results)} of {len(tasks)} detector tasks already done")
     # The local pool's workers make each task's rows as it ends; other results are made here.
-    rows = RowMaker(episodes, scenarios, config.delta, profiles, units)
-    results.update(engine.run([t for t in tasks if (t[0], t[1].label) not in results], episodes, scenarios,
+    rows = RowMaker(episodes, played, config.delta, profiles, units)
+    results.update(engine.run([t for t in tasks if (t[0], t[1].label) not in results], episodes, played,
                                      progress=config.progress, check_timeout=config.check_timeout,
                                      on_result=parts.save, tapes=tapes, log=log, rows=rows))
     phases["detectors"] = time.perf_counter() - t_start - phases["generate"]
@@ -163,10 +177,11 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
             closed_m += got.metrics
             closed_e += got.episodes
             timings.append(timing)
-    if "closed" in kinds and scenarios:
+    if "closed" in kinds and played:
         # The reference every guard is measured against: the same scenarios played unguarded.
-        ref_m, ref_e = closed_rows(NO_GUARD, scenarios,
-                                   {sc.id: simulate(sc, None, tape=tapes.get(sc.id)).stats for sc in scenarios})
+        ref_m, ref_e = closed_rows(NO_GUARD, played,
+                                   {sc.id: play(config.harness, sc, None) if framework else
+                                    simulate(sc, None, tape=tapes.get(sc.id)).stats for sc in played})
         closed_m, closed_e = ref_m + closed_m, ref_e + closed_e
     wall = time.perf_counter() - t_start
     phases["assemble"] = wall - phases["generate"] - phases["detectors"]
@@ -182,7 +197,7 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
         "run", config.resolved(), config.detectors, [det for _, det in built], profiles_version=profiles_version,
         profiles=profiles, seeds={"suite": config.seed}, episodes=len(episodes),
         tool_calls=sum(len(e.tool_nodes()) for e in episodes), detector_errors=errors, engine=engine.name,
-        label_problems=label_problems,
+        label_problems=label_problems, harness=_harness_record(config, scenarios, played, kinds),
         wall_seconds=round(wall, 3), phase_seconds={k: round(v, 3) for k, v in phases.items()},
         run_id=new_run_id(), files=file_digests(out))
     write_json(out / "manifest.json", manifest)
@@ -191,6 +206,15 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     return {"out": str(out), "config_hash": manifest["config_hash"], "episodes": len(episodes),
             "wall_seconds": manifest["wall_seconds"], "metrics": [r for r in metrics if r["family"] == "all"],
             "closed": [r for r in closed_m if r["family"] == "all"], "detector_errors": errors}
+
+
+def _harness_record(config: RunConfig, scenarios: Sequence[Scenario], played: Sequence[Scenario],
+                    kinds: Sequence[str]) -> dict[str, Any] | None:
+    """Where closed loop was played, for the manifest and the report (``None``: no closed loop)."""
+    if "closed" not in kinds or config.suite.real:
+        return None
+    return {"name": config.harness, "scenarios": len(scenarios), "played": len(played),
+            "left_out_branching": len(scenarios) - len(played)}
 
 
 def finished_run(out: Path, config_hash: str) -> bool:

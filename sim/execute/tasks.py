@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 from detectors.protocol import Detector, prefetches
 from scenarios.base import Scenario
 from scenarios.tree import Episode
+from sim.play.frameworks import BUILTIN, linear, play
 from sim.play.harness import ClosedLoopStats, Tape, quiet_play, simulate
 from sim.play.openloop import DetectorFailure, Scored, describe, score_episode
 from sim.play.watchdog import CheckTimeout, Watchdog
@@ -40,9 +41,13 @@ def run_open(label: str, detector: Detector, episodes: Sequence[Episode], bar=No
 
 def run_closed(label: str, detector: Detector, scenarios: Sequence[Scenario], bar=None,
                episodes: Sequence[Episode] = (), watch: Watchdog | None = None,
-               tapes: Mapping[str, Tape] | None = None) -> dict[str, ClosedLoopStats]:
+               tapes: Mapping[str, Tape] | None = None, harness: str = BUILTIN) -> dict[str, ClosedLoopStats]:
     """``tapes`` (scenario id -> the :class:`Tape` its generation recorded) spare the
-    simulation of what the detector does not change; without them the suite is played in full."""
+    simulation of what the detector does not change; without them the suite is played in full.
+    ``harness``: a framework's name plays every scenario through its real agent loop
+    (``sim.play.frameworks``; tapes are not used), leaving out the branching ones."""
+    if harness != BUILTIN:
+        return {sc.id: _framework_episode(harness, detector, sc, watch) for sc in scenarios if linear(sc)}
     if episodes:
         # Most closed-loop calls are the open-loop ones; encode them in one batch up front.
         _prefetch(detector, episodes)
@@ -115,6 +120,16 @@ def _closed_episode(detector: Detector, sc: Scenario, watch: Watchdog | None, ta
         st = ClosedLoopStats(ended="detector_error", success=False)
         st.detector_error = str(exc) if isinstance(exc, (DetectorFailure, CheckTimeout)) else describe(exc)
         return st
+
+
+def _framework_episode(harness: str, detector: Detector, sc: Scenario, watch: Watchdog | None) -> ClosedLoopStats:
+    try:
+        return play(harness, sc, detector, watch)
+    except (Exception, CheckTimeout) as exc:  # the detector (or the framework around it) failed the episode
+        if watch is not None:
+            watch.end()
+        return ClosedLoopStats(ended="detector_error", success=False,
+                               detector_error=str(exc) if isinstance(exc, CheckTimeout) else describe(exc))
 
 
 def percentile_ms(values: list[int], q: float) -> float | None:

@@ -22,6 +22,7 @@ from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, Grid, check_run, c
 from sim.report.deploy_view import (CLOSED_DEPLOY_COLUMNS, CURVE_COLUMNS as DEPLOY_CURVE_COLUMNS, DEPLOY_COLUMNS,
                                     DeployView, deploy_section, deploy_view, plot_operating_curve)
 from scenarios.files import atomic_write
+from sim.config.manifest import harness_text
 from sim.files import write_csv
 from sim.heap import no_full_collections
 from sim.numbers import number_text
@@ -254,7 +255,8 @@ def build_doc(an: Analysis, plots: list[tuple[str, str, str, Path]], out: Path, 
             ended=("ended", lambda s: "; ".join(str(x).replace(";", ", ") for x in s)))
         dets = sorted(cm.index, key=lambda d: -(civ(d, "success_rate") or {"value": 0})["value"])
         doc.p("Task success and wasted spend (tool prices + tokens spent inside loops) with 95% intervals; interventions "
-              "by kind; false interventions = interventions on calls that were not loops.")
+              "by kind; false interventions = interventions on calls that were not loops. Harness: "
+              + "; ".join(dict.fromkeys(harness_text(m) for m in data.manifests)) + ".")
         doc.table(["detector", "task success", "wasted calls / episode", "wasted spend / episode ($)", "nudges", "prunes",
                    "escalations", "stops", "false interventions", "how episodes ended"],
                   [[f"`{d}`", _ci(civ(d, "success_rate"), 1, True), _ci(civ(d, "wasted_calls_per_episode")),

@@ -11,6 +11,7 @@ import pandas as pd
 from scenarios.base import healthy_families, loop_families, registered
 
 from scenarios.files import atomic_write
+from sim.config.manifest import harness_text
 from sim.config.runfolder import read_run_manifest
 from sim.numbers import number_text
 
@@ -93,6 +94,8 @@ def scoreboard_text(run_dir: Path) -> str:
         c = pd.read_csv(cpath, keep_default_na=False, na_values=[""])
         call = c[c["family"] == "all"].sort_values("wasted_spend", kind="stable")
         parts.append("## Closed loop (the detector sits in the harness)")
+        parts.append("")
+        parts.append(f"Harness: {harness_text(manifest)}.")
         parts.append("")
         rows = []
         for _, r in call.iterrows():
