@@ -48,7 +48,8 @@ cannot be judged against it).
 Where the loop falls is drawn as the hand-labelled loops of real-dev fall, on what a look
 at a trace shows (the realism check, :mod:`scenarios.inject_realism`): the repeated call
 is a failed one ``FAILED_SHARE`` of the time (a trace that has none gets no such
-injection), the gap back to it follows ``GAP_WEIGHTS``.
+injection), the gap back to it follows ``GAP_WEIGHTS``. With ``anywhere`` (the CLI's
+``--anywhere``, for a handful of traces) any repeatable call may be drawn, failed or not.
 
 Everything is drawn from ``random.Random`` seeded by (seed, source trace id, kind):
 the same seed gives the same output, and adding a trace does not change the others.
@@ -220,8 +221,10 @@ def failed(obs: Observation | None) -> bool:
 class Source:
     """A clean linear trace, read once for every kind."""
 
-    def __init__(self, ep: Episode):
+    def __init__(self, ep: Episode, anywhere: bool = False):
         self.ep = ep
+        # The share of repeats drawn among failed calls (None: any call, ``anywhere``).
+        self.failed_share = None if anywhere else FAILED_SHARE
         self.calls = ep.tool_nodes()
         n = len(self.calls)
         self.text = [c.observation.content if c.observation is not None and result_known(c.observation) else None
@@ -415,19 +418,20 @@ def _drifted_args(args: dict[str, Any], rng: random.Random, step: int) -> dict[s
 
 # -- choosing where ---------------------------------------------------------------------------
 def _pick_repeat(src: Source, rng: random.Random, ok: Callable[[int], bool] = lambda j: True,
-                 ok_at: Callable[[int], bool] = lambda at: True, failed_share: float | None = FAILED_SHARE
+                 ok_at: Callable[[int], bool] = lambda at: True, any_call: bool = False
                  ) -> tuple[int, int] | None:
     """An insertion point and an earlier call to repeat there, drawn as real loops fall
     (bench/bench_inject_realism.py measures how close): first whether a failed call is
-    repeated (``failed_share``; ``None``: either), then the point, uniformly among those
-    with such a call before them, then the call by the gap back to it (``GAP_WEIGHTS``).
+    repeated (the source's ``failed_share``; ``any_call``: either), then the point,
+    uniformly among those with such a call before them, then the call by the gap back to
+    it (``GAP_WEIGHTS``).
     A trace without such a call gives ``None``: drawing a failure that the trace does not
     have would skew the injected loops towards the successful reads real loops seldom
     repeat. ``ok(j)`` is asked lazily, only of the calls drawn (it may be costly: a
     rewording checked by the model), and once per call."""
     points = {at: [j for j in range(at) if src.repeatable(j, at)] for at in src.points() if ok_at(at)}
     points = {at: js for at, js in points.items() if js}
-    want_failed = None if failed_share is None else rng.random() < failed_share
+    want_failed = _want_failed(src, rng) if not any_call else None
     is_failed = [failed(c.observation) for c in src.calls]
     verdict: dict[int, bool] = {}
     while points:
@@ -445,6 +449,11 @@ def _pick_repeat(src: Source, rng: random.Random, ok: Callable[[int], bool] = la
         points = {a: [x for x in xs if x != j] for a, xs in points.items()}
         points = {a: xs for a, xs in points.items() if xs}
     return None
+
+
+def _want_failed(src: Source, rng: random.Random) -> bool | None:
+    """Whether the call repeated is to be a failed one (``None``: either)."""
+    return None if src.failed_share is None else rng.random() < src.failed_share
 
 
 def _copy(src: Source, j: int, args: dict[str, Any] | None = None) -> ToolCall:
@@ -513,8 +522,8 @@ def _cycle(src: Source, rng: random.Random, sim: Similarity) -> Plan | None:
               and (src.calls[at - 2].call.tool, src.calls[at - 2].call.args)
               != (src.calls[at - 1].call.tool, src.calls[at - 1].call.args)]
     # As for a single repeat: a cycle over a failure where real loops are (FAILED_SHARE).
-    want_failed = rng.random() < FAILED_SHARE
-    points = [at for at in points if want_failed == (failed(src.calls[at - 2].observation)
+    want_failed = _want_failed(src, rng)
+    points = [at for at in points if want_failed in (None, failed(src.calls[at - 2].observation)
                                                      or failed(src.calls[at - 1].observation))]
     if not points:
         return None
@@ -600,7 +609,7 @@ def _reread_after_failed_write(src: Source, rng: random.Random, sim: Similarity)
         return all(labeling.args_match(c.call.args, wcall.args) is None for c in src.calls[:at] if c.call.tool == wcall.tool)
 
     # The read is repeated because of the failed write before it, not its own failure.
-    pick = _pick_repeat(src, rng, lambda j: not src.write[j], new_write, failed_share=None)
+    pick = _pick_repeat(src, rng, lambda j: not src.write[j], new_write, any_call=True)
     if pick is None:
         return None
     at, j = pick
@@ -777,12 +786,12 @@ def assemble(src: Source, plan: Plan, kind: str, seed: int, ends: bool, copy: in
 
 
 def inject_trace(ep: Episode, kind: str, seed: int, similarity: Similarity, copy: int = 0,
-                 source: Source | None = None) -> Episode | None:
+                 source: Source | None = None, anywhere: bool = False) -> Episode | None:
     """``ep`` with one injection of ``kind`` (``None`` when the trace offers nothing to build it from).
 
     ``ep`` must be a clean linear trace (see :func:`clean_reason`).
     """
-    src = source or Source(ep)
+    src = source or Source(ep, anywhere)
     rng = random.Random(f"{seed}\x1f{ep.id}\x1f{kind}\x1f{copy}")
     plan = BUILDERS[kind](src, rng, similarity)
     if plan is None or not plan.calls:
@@ -795,7 +804,7 @@ def inject_trace(ep: Episode, kind: str, seed: int, similarity: Similarity, copy
 
 
 def inject_episodes(episodes: Iterable[Episode], kinds: Sequence[str], seed: int, per_kind: int = 1,
-                    similarity: Similarity | None = None) -> InjectRun:
+                    similarity: Similarity | None = None, anywhere: bool = False) -> InjectRun:
     """Every usable trace of ``episodes`` with ``per_kind`` injections of each of ``kinds``, in
     input order (trace by trace, kind by kind)."""
     kinds = check_kinds(kinds)
@@ -807,7 +816,7 @@ def inject_episodes(episodes: Iterable[Episode], kinds: Sequence[str], seed: int
             run.skipped_traces[why] += 1
             continue
         run.sources += 1
-        src = Source(ep)
+        src = Source(ep, anywhere)
         for kind in kinds:
             for copy in range(per_kind):
                 out = inject_trace(ep, kind, seed, sim, copy, src)

@@ -229,6 +229,18 @@ def test_cli_writes_the_same_file_for_the_same_seed(source_file, tmp_path):
     assert "injected into 30 clean traces" in r1.output
 
 
+def test_cli_anywhere_repeats_successful_calls_too(source_file, tmp_path):
+    """By default a trace without the failed call drawn gets no repeat; --anywhere takes any call."""
+    out = {}
+    for flag in ([], ["--anywhere"]):
+        path = tmp_path / f"o{len(flag)}.jsonl"
+        r = _cli("inject", str(source_file), "-o", str(path), "--seed", "3", "--kinds", "stale", *flag)
+        assert r.exit_code == 0, r.output
+        eps = loads_trace(path.read_bytes()).episodes
+        out[bool(flag)] = [failed(e.tool_nodes()[e.meta[META_KEY]["repeats"]].observation) for e in eps]
+    assert len(out[True]) > len(out[False]) and sum(out[False]) / len(out[False]) > sum(out[True]) / len(out[True])
+
+
 def test_cli_missing_file_is_one_line_error(tmp_path):
     r = _cli("inject", str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "o.jsonl"))
     assert r.exit_code == 2
