@@ -205,9 +205,16 @@ def model_similarity(embedder: Any = None) -> Similarity:
 
 
 # -- reading a source trace ---------------------------------------------------------------
+#: A tool whose name starts with one of these reads, whatever it reads (``get_order``: "order"
+#: is one of the rubric's write verbs, but here it is the thing read).
+_READ_VERBS = frozenset("get list search find fetch read view lookup show query describe count".split())
+
+
 def is_write(tool: str) -> bool:
-    """A tool whose name says it changes the world (the labeller's rubric: ``WRITE_VERBS``)."""
-    return bool(set(re.split(r"[^a-z]+", tool.lower())) & labeling.WRITE_VERBS)
+    """A tool whose name says it changes the world (the labeller's rubric: ``WRITE_VERBS``),
+    unless the name starts with a read verb."""
+    words = [w for w in re.split(r"[^a-z]+", tool.lower()) if w]
+    return bool(words) and words[0] not in _READ_VERBS and bool(set(words) & labeling.WRITE_VERBS)
 
 
 def failed(obs: Observation | None) -> bool:
