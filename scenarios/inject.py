@@ -39,11 +39,17 @@ the failing write, the first two calls of a no-progress run). The rubric's condi
 are checked where they decide the label: no successful write between the repeated call
 and its repeat, the repeated call is not a write that succeeded nor a note to self, and
 :func:`scenarios.labeling.args_match` reads a cosmetic, paraphrased or drifted call as
-that kind of re-issue. After the injection the trace ends (``END_SHARE`` of the time, a
-loop that runs to the end, as many real ones do) or goes on with the source's remaining
-calls, labelled clean, up to the first one that would re-issue an injected call (that
+that kind of re-issue. After the injection the trace ends (``END_SHARE`` of the time: a
+loop that runs to the end, repeated until the trace is as long as its source, as real
+ones do) or goes on with the source's remaining calls, labelled clean, up to the first one that would re-issue an injected call (that
 one and the rest are dropped: the source never saw the injection, so its later calls
 cannot be judged against it).
+
+Where the loop falls is drawn as the hand-labelled loops of real-dev fall, on what a look
+at a trace shows (the realism check, :mod:`scenarios.inject_realism`): the repeated call
+is a failed one ``FAILED_SHARE`` of the time (a trace that has none gets no such
+injection), the gap back to it follows ``GAP_WEIGHTS``. With ``anywhere`` (the CLI's
+``--anywhere``, for a handful of traces) any repeatable call may be drawn, failed or not.
 
 Everything is drawn from ``random.Random`` seeded by (seed, source trace id, kind):
 the same seed gives the same output, and adding a trace does not change the others.
@@ -80,15 +86,21 @@ META_KEY = "injection"
 #: Lowest cosine (the bundled model) between a free text and its rewording; below it the
 #: rewording may have changed the intent, and it is rejected.
 PARAPHRASE_FLOOR = 0.8
-#: Share of injected episodes that end right after the injection (a loop that runs to the end).
+#: Share of injected episodes that end with the injected loop (a loop that runs to the end, as
+#: long as the source trace: :func:`_run_to_end`); the others go on with the source's calls.
 END_SHARE = 0.5
 #: How many times the redundant call (or A-B pair) is repeated: drawn from these.
 REPEATS = (1, 1, 2, 3)
-#: How much likelier a call whose result was a failure (an error, nothing found) is to be the
-#: one repeated: 32 of the 44 hand-labelled loop onsets of real-dev re-issue a failed call,
-#: against 9% of the calls of its clean traces. A general rule (agents come back to what did
-#: not help), set on real-dev; the realism check (bench/bench_inject_realism.py) measures it.
-FAILED_WEIGHT = 10.0
+#: Share of injected repeats that re-issue a failed call (an error, nothing found) where the
+#: trace has one: about three in four of the 44 hand-labelled loop onsets of real-dev re-issue
+#: a failed call, against 9% of the calls of its clean traces (agents come back to what did
+#: not help). Drawn first, then the call: a weight on each call instead let the many
+#: successful reads of a long trace outvote its few failures (31% of injected repeats).
+FAILED_SHARE = 0.75
+#: Relative weight of each gap (calls back to the call re-issued) when the repeated call is
+#: drawn: the histogram of the 44 hand-labelled loop onsets of real-dev (26 at gap 1, 10 at
+#: 2, 4 at 3, 2 at 4, 2 at 5), longer gaps at weight 1 (possible, rare).
+GAP_WEIGHTS = {1: 26.0, 2: 10.0, 3: 4.0, 4: 2.0, 5: 2.0}
 #: Rewordings tried per paraphrase before the kind is given up for that trace.
 REWORD_TRIES = 8
 
@@ -193,9 +205,16 @@ def model_similarity(embedder: Any = None) -> Similarity:
 
 
 # -- reading a source trace ---------------------------------------------------------------
+#: A tool whose name starts with one of these reads, whatever it reads (``get_order``: "order"
+#: is one of the rubric's write verbs, but here it is the thing read).
+_READ_VERBS = frozenset("get list search find fetch read view lookup show query describe count".split())
+
+
 def is_write(tool: str) -> bool:
-    """A tool whose name says it changes the world (the labeller's rubric: ``WRITE_VERBS``)."""
-    return bool(set(re.split(r"[^a-z]+", tool.lower())) & labeling.WRITE_VERBS)
+    """A tool whose name says it changes the world (the labeller's rubric: ``WRITE_VERBS``),
+    unless the name starts with a read verb."""
+    words = [w for w in re.split(r"[^a-z]+", tool.lower()) if w]
+    return bool(words) and words[0] not in _READ_VERBS and bool(set(words) & labeling.WRITE_VERBS)
 
 
 def failed(obs: Observation | None) -> bool:
@@ -209,8 +228,10 @@ def failed(obs: Observation | None) -> bool:
 class Source:
     """A clean linear trace, read once for every kind."""
 
-    def __init__(self, ep: Episode):
+    def __init__(self, ep: Episode, anywhere: bool = False):
         self.ep = ep
+        # The share of repeats drawn among failed calls (None: any call, ``anywhere``).
+        self.failed_share = None if anywhere else FAILED_SHARE
         self.calls = ep.tool_nodes()
         n = len(self.calls)
         self.text = [c.observation.content if c.observation is not None and result_known(c.observation) else None
@@ -404,23 +425,30 @@ def _drifted_args(args: dict[str, Any], rng: random.Random, step: int) -> dict[s
 
 # -- choosing where ---------------------------------------------------------------------------
 def _pick_repeat(src: Source, rng: random.Random, ok: Callable[[int], bool] = lambda j: True,
-                 ok_at: Callable[[int], bool] = lambda at: True) -> tuple[int, int] | None:
-    """An insertion point and an earlier call to repeat there. Each candidate call weighs
-    1/gap (real loops come back after one or two other calls), times ``FAILED_WEIGHT`` when
-    its result was a failure (agents come back to what did not help); a point weighs the
-    sum of its candidates. ``ok(j)`` is asked lazily, only of the calls drawn (it may be
-    costly: a rewording checked by the model), and once per call."""
-    def weight(j: int, at: int) -> float:
-        return (FAILED_WEIGHT if failed(src.calls[j].observation) else 1.0) / (at - j)
-
+                 ok_at: Callable[[int], bool] = lambda at: True, any_call: bool = False
+                 ) -> tuple[int, int] | None:
+    """An insertion point and an earlier call to repeat there, drawn as real loops fall
+    (bench/bench_inject_realism.py measures how close): first whether a failed call is
+    repeated (the source's ``failed_share``; ``any_call``: either), then the point,
+    uniformly among those with such a call before them, then the call by the gap back to
+    it (``GAP_WEIGHTS``).
+    A trace without such a call gives ``None``: drawing a failure that the trace does not
+    have would skew the injected loops towards the successful reads real loops seldom
+    repeat. ``ok(j)`` is asked lazily, only of the calls drawn (it may be costly: a
+    rewording checked by the model), and once per call."""
     points = {at: [j for j in range(at) if src.repeatable(j, at)] for at in src.points() if ok_at(at)}
     points = {at: js for at, js in points.items() if js}
+    want_failed = _want_failed(src, rng) if not any_call else None
+    is_failed = [failed(c.observation) for c in src.calls]
     verdict: dict[int, bool] = {}
     while points:
-        ats = sorted(points)
-        at = rng.choices(ats, weights=[sum(weight(j, a) for j in points[a]) for a in ats])[0]
-        js = points[at]
-        j = rng.choices(js, weights=[weight(j, at) for j in js])[0]
+        wanted = {at: [j for j in js if want_failed in (None, is_failed[j])] for at, js in points.items()}
+        wanted = {at: js for at, js in wanted.items() if js}
+        if not wanted:
+            return None
+        at = rng.choice(sorted(wanted))
+        js = wanted[at]
+        j = rng.choices(js, weights=[GAP_WEIGHTS.get(at - j, 1.0) for j in js])[0]
         if j not in verdict:
             verdict[j] = ok(j)
         if verdict[j]:
@@ -428,6 +456,11 @@ def _pick_repeat(src: Source, rng: random.Random, ok: Callable[[int], bool] = la
         points = {a: [x for x in xs if x != j] for a, xs in points.items()}
         points = {a: xs for a, xs in points.items() if xs}
     return None
+
+
+def _want_failed(src: Source, rng: random.Random) -> bool | None:
+    """Whether the call repeated is to be a failed one (``None``: either)."""
+    return None if src.failed_share is None else rng.random() < src.failed_share
 
 
 def _copy(src: Source, j: int, args: dict[str, Any] | None = None) -> ToolCall:
@@ -495,6 +528,10 @@ def _cycle(src: Source, rng: random.Random, sim: Similarity) -> Plan | None:
               if src.repeatable(at - 2, at) and src.repeatable(at - 1, at)
               and (src.calls[at - 2].call.tool, src.calls[at - 2].call.args)
               != (src.calls[at - 1].call.tool, src.calls[at - 1].call.args)]
+    # As for a single repeat: a cycle over a failure where real loops are (FAILED_SHARE).
+    want_failed = _want_failed(src, rng)
+    points = [at for at in points if want_failed in (None, failed(src.calls[at - 2].observation)
+                                                     or failed(src.calls[at - 1].observation))]
     if not points:
         return None
     at = rng.choice(points)
@@ -578,7 +615,8 @@ def _reread_after_failed_write(src: Source, rng: random.Random, sim: Similarity)
         """The write was not issued before (else its failing repeat would be the onset)."""
         return all(labeling.args_match(c.call.args, wcall.args) is None for c in src.calls[:at] if c.call.tool == wcall.tool)
 
-    pick = _pick_repeat(src, rng, lambda j: not src.write[j], new_write)
+    # The read is repeated because of the failed write before it, not its own failure.
+    pick = _pick_repeat(src, rng, lambda j: not src.write[j], new_write, any_call=True)
     if pick is None:
         return None
     at, j = pick
@@ -684,6 +722,21 @@ BUILDERS: dict[str, Callable[[Source, random.Random, Similarity], Plan | None]] 
 }
 
 
+def _run_to_end(src: Source, plan: Plan, kind: str) -> Plan:
+    """A loop that ends its trace goes on until the trace is as long as its source: the agent
+    spends the calls it had left (every hand-labelled loop of real-dev runs to the end of its
+    trace, most of them to the corpus's step limit). The last call (a cycle: the last pair)
+    again and again; a copy of a call made just before is a stale repeat, whatever edit made it."""
+    period = 2 if kind == "cycle" else 1
+    tail = plan.calls[-period:]
+    if not all(ins.label.loop for ins in tail):
+        return plan
+    out = list(plan.calls)
+    while plan.at + len(out) + period <= len(src):
+        out += [ins if kind == "cycle" else Insert(ins.call, ins.obs, Label(True, "stale")) for ins in tail]
+    return replace(plan, calls=out)
+
+
 # -- assembling the episode ---------------------------------------------------------------------
 def assemble(src: Source, plan: Plan, kind: str, seed: int, ends: bool, copy: int = 0) -> Episode:
     """The source's prefix, the injection, then (unless ``ends``) the rest of the source up to
@@ -730,6 +783,7 @@ def assemble(src: Source, plan: Plan, kind: str, seed: int, ends: bool, copy: in
         "repeats": plan.repeats,
         "injected_calls": len(plan.calls),
         "continued_calls": kept_calls,
+        "runs_to_end": ends,
         "source": ep.id,
         "source_family": ep.family,
         "seed": seed,
@@ -739,23 +793,25 @@ def assemble(src: Source, plan: Plan, kind: str, seed: int, ends: bool, copy: in
 
 
 def inject_trace(ep: Episode, kind: str, seed: int, similarity: Similarity, copy: int = 0,
-                 source: Source | None = None) -> Episode | None:
+                 source: Source | None = None, anywhere: bool = False) -> Episode | None:
     """``ep`` with one injection of ``kind`` (``None`` when the trace offers nothing to build it from).
 
     ``ep`` must be a clean linear trace (see :func:`clean_reason`).
     """
-    src = source or Source(ep)
+    src = source or Source(ep, anywhere)
     rng = random.Random(f"{seed}\x1f{ep.id}\x1f{kind}\x1f{copy}")
     plan = BUILDERS[kind](src, rng, similarity)
     if plan is None or not plan.calls:
         return None
     # A retry that succeeds needs the source's next call: that trace always goes on.
     ends = rng.random() < END_SHARE and not plan.retry_next
+    if ends and kind in LOOP_KINDS:
+        plan = _run_to_end(src, plan, kind)
     return assemble(src, plan, kind, seed, ends=ends, copy=copy)
 
 
 def inject_episodes(episodes: Iterable[Episode], kinds: Sequence[str], seed: int, per_kind: int = 1,
-                    similarity: Similarity | None = None) -> InjectRun:
+                    similarity: Similarity | None = None, anywhere: bool = False) -> InjectRun:
     """Every usable trace of ``episodes`` with ``per_kind`` injections of each of ``kinds``, in
     input order (trace by trace, kind by kind)."""
     kinds = check_kinds(kinds)
@@ -767,7 +823,7 @@ def inject_episodes(episodes: Iterable[Episode], kinds: Sequence[str], seed: int
             run.skipped_traces[why] += 1
             continue
         run.sources += 1
-        src = Source(ep)
+        src = Source(ep, anywhere)
         for kind in kinds:
             for copy in range(per_kind):
                 out = inject_trace(ep, kind, seed, sim, copy, src)

@@ -19,7 +19,10 @@ from sim.cli.app import EXIT_SKIPPED, LoopbenchError, main, report_problems, spl
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed: the same seed gives the same file.")
 @click.option("--per-kind", type=click.IntRange(1, 100), default=1, show_default=True,
               help="Injections of each kind per trace (each at its own point).")
-def inject_cmd(traces, out_path, kinds, seed, per_kind) -> None:
+@click.option("--anywhere", is_flag=True,
+              help="Repeat any repeatable call, failed or not. By default the repeated call is drawn as in real loops "
+                   "(three in four a failed one) and a trace without a failed call gets that kind only now and then.")
+def inject_cmd(traces, out_path, kinds, seed, per_kind, anywhere) -> None:
     """Insert labelled loops of every kind into the clean traces of TRACES (trace files, e.g. from
     `loopbench import`), built from each trace's own calls and results, plus hard negatives
     labelled clean; one episode per trace and kind, the injection recorded in its meta."""
@@ -40,7 +43,7 @@ def inject_cmd(traces, out_path, kinds, seed, per_kind) -> None:
             raise LoopbenchError(str(exc).splitlines()[0]) from None
         problems += read.problems
         episodes += read.episodes
-    run = inject_episodes(episodes, wanted, seed, per_kind)
+    run = inject_episodes(episodes, wanted, seed, per_kind, anywhere=anywhere)
     report_problems(problems)
     if run.sources == 0:
         why = "; ".join(f"{n} {reason}" for reason, n in run.skipped_traces.most_common()) or "no episodes"

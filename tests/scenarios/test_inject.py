@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scenarios.inject import (KINDS, LOOP_KINDS, META_KEY, NEGATIVE_KINDS, PARAPHRASE_FLOOR, InjectError, check_kinds,
-                              clean_reason, inject_episodes, inject_trace, model_similarity, onset_of)
+                              clean_reason, failed, inject_episodes, inject_trace, model_similarity, onset_of)
 from scenarios.injected_suite import INJECTED_FAMILIES, load_real_episodes
 from scenarios.labeling import propose
 from scenarios.realsuite import load_real_suite
@@ -151,6 +151,30 @@ def test_hard_negatives_and_loops_reuse_the_trace_s_own_results(clean_real, sim)
                 n.observation.content for n in src.tool_nodes() if n.observation is not None and n.observation.error}
 
 
+def test_repeats_are_drawn_where_real_loops_fall(clean_real, sim):
+    """Most injected repeats re-issue a failed call (as about three in four hand-labelled
+    onsets do, FAILED_SHARE) although few calls of the clean traces failed, and a loop that
+    ends its trace runs as long as its source, its extra calls stale copies of the last."""
+    run = inject_episodes(clean_real, ["stale", "cosmetic", "cycle"], 4, similarity=sim)
+    repeated_failed, ended = [], 0
+    for ep in run.episodes:
+        meta = ep.meta[META_KEY]
+        calls = ep.tool_nodes()
+        if meta["kind"] != "cycle":
+            repeated_failed.append(failed(calls[meta["repeats"]].observation))
+        if meta["runs_to_end"]:
+            assert meta["continued_calls"] == 0
+            src = next(s for s in clean_real if s.id == meta["source"])
+            assert len(src.tool_nodes()) - 1 <= len(calls) <= max(len(src.tool_nodes()), meta["onset"] + 6)
+            if meta["kind"] == "cosmetic" and meta["injected_calls"] > 3:  # longer than any drawn run
+                assert calls[-1].label.kind == "stale" and calls[-1].call.args == calls[-2].call.args
+                ended += 1
+    share = sum(repeated_failed) / len(repeated_failed)
+    all_calls = [failed(n.observation) for s in clean_real for n in s.tool_nodes()]
+    assert share >= 0.5 > 3 * sum(all_calls) / len(all_calls), share
+    assert ended >= 5
+
+
 def test_seed_changes_the_draw_and_repeats_it(clean_real, sim):
     def draw(seed):
         run = inject_episodes(clean_real[:40], KINDS, seed, similarity=sim)
@@ -203,6 +227,18 @@ def test_cli_writes_the_same_file_for_the_same_seed(source_file, tmp_path):
     eps = loads_trace(a.read_bytes()).episodes
     assert {ep.meta[META_KEY]["kind"] for ep in eps} == {"stale", "paging"}
     assert "injected into 30 clean traces" in r1.output
+
+
+def test_cli_anywhere_repeats_successful_calls_too(source_file, tmp_path):
+    """By default a trace without the failed call drawn gets no repeat; --anywhere takes any call."""
+    out = {}
+    for flag in ([], ["--anywhere"]):
+        path = tmp_path / f"o{len(flag)}.jsonl"
+        r = _cli("inject", str(source_file), "-o", str(path), "--seed", "3", "--kinds", "stale", *flag)
+        assert r.exit_code == 0, r.output
+        eps = loads_trace(path.read_bytes()).episodes
+        out[bool(flag)] = [failed(e.tool_nodes()[e.meta[META_KEY]["repeats"]].observation) for e in eps]
+    assert len(out[True]) > len(out[False]) and sum(out[False]) / len(out[False]) > sum(out[True]) / len(out[True])
 
 
 def test_cli_missing_file_is_one_line_error(tmp_path):
