@@ -134,6 +134,7 @@ PARAM_DOCS: dict[str, str] = {
 #: Where a parameter means something else in one family.
 FAMILY_PARAM_DOCS: dict[tuple[str, str], str] = {
     ("replan", "prefix"): "plan steps done before the plan goes stale (at most plan_length - 1)",
+    ("editor_reproduce_fix", "fixes"): "source files fixed through the editor, each followed by a re-run of the reproduction script",
     ("replan", "loop_length"): "redone (finished) steps before the agent gives up",
     ("compliant", "prefix"): "productive calls before the agent gets stuck",
     ("compliant", "loop_length"): "repeats the agent would make if nothing nudged it (closed loop)",

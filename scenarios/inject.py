@@ -205,18 +205,6 @@ def model_similarity(embedder: Any = None) -> Similarity:
 
 
 # -- reading a source trace ---------------------------------------------------------------
-#: A tool whose name starts with one of these reads, whatever it reads (``get_order``: "order"
-#: is one of the rubric's write verbs, but here it is the thing read).
-_READ_VERBS = frozenset("get list search find fetch read view lookup show query describe count".split())
-
-
-def is_write(tool: str) -> bool:
-    """A tool whose name says it changes the world (the labeller's rubric: ``WRITE_VERBS``),
-    unless the name starts with a read verb."""
-    words = [w for w in re.split(r"[^a-z]+", tool.lower()) if w]
-    return bool(words) and words[0] not in _READ_VERBS and bool(set(words) & labeling.WRITE_VERBS)
-
-
 def failed(obs: Observation | None) -> bool:
     """A result that says the call got nothing: an error, an empty list, "not found"."""
     if obs is None or not result_known(obs):
@@ -237,7 +225,7 @@ class Source:
         self.text = [c.observation.content if c.observation is not None and result_known(c.observation) else None
                      for c in self.calls]
         self.error = [bool(c.observation is not None and c.observation.error) for c in self.calls]
-        self.write = [is_write(c.call.tool) for c in self.calls]
+        self.write = [labeling.is_write(c.call) for c in self.calls]  # the labeller's rubric
         self.ok_write = [self.write[i] and self.text[i] is not None and not self.error[i] for i in range(n)]
         # The last successful write before each insertion point (a repeat across it is no loop).
         self.last_write = []

@@ -50,7 +50,8 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
-from detectors.protocol import result_known
+from detectors.effects import effect_of
+from detectors.protocol import ToolCall, result_known
 from scenarios import realsuite
 from scenarios.outcome import UNKNOWN, run_outcome
 from scenarios.severity import SEVERITY_KEY, Severity, severity
@@ -200,8 +201,20 @@ def _note_to_self(node: ToolNode) -> bool:
     return node.observation is not None and not node.observation.error and node.observation.content == ""
 
 
-def _is_write(tool: str) -> bool:
-    return bool(set(re.split(r"[^a-z]+", tool.lower())) & WRITE_VERBS)
+#: A tool whose name starts with one of these reads, whatever it reads (``get_order``: "order"
+#: is one of the write verbs, but here it is the thing read).
+READ_VERBS = frozenset("get list search find fetch read view lookup show query describe count".split())
+
+
+def is_write(call: ToolCall) -> bool:
+    """Whether ``call`` changes the world: its tool's declared effect (``detectors.effects``: an
+    editor's ``str_replace``, a shell ``sed -i``) where the tool is declared, else its name — a
+    write verb, unless the name starts with a read verb."""
+    effect = effect_of(call)
+    if effect is not None:
+        return effect.writes
+    words = [w for w in re.split(r"[^a-z]+", call.tool.lower()) if w]
+    return bool(words) and words[0] not in READ_VERBS and bool(set(words) & WRITE_VERBS)
 
 
 def _identifier(path: str, value: Any) -> bool:
@@ -453,7 +466,7 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
         seen_before_prev = set(seen)
         if node.observation is not None:
             seen.update(result_shingles(node))
-            if _is_write(node.call.tool) and not node.observation.error:
+            if is_write(node.call) and not node.observation.error:
                 last_write = j
     return out
 
