@@ -1,0 +1,199 @@
+"""Import OpenHands evaluation output (``output.jsonl``): one run per line, its ``history``
+the run's event stream.
+
+OpenHands' benchmark harness (``evaluation/benchmarks/*/run_infer.py``, CodeActAgent)
+writes a line ``{instance_id, instruction, metadata, history, test_result, ...}`` per task.
+``history`` holds the events in order: actions (``"action": "run" | "read" | "edit" |
+"run_ipython" | "think" | "finish" | "message" | ...``, an integer ``id``) and observations
+(``"observation": ...``, ``cause`` = the id of the action they answer). Mapping:
+
+- An action with ``tool_call_metadata`` is the tool call the model made: the tool is
+  ``function_name`` and the arguments are the ones the model sent — the call of that
+  ``tool_call_id`` in ``model_response.choices[0].message.tool_calls``, parsed like the
+  ``openai`` importer does — so an editor call stays ``str_replace_editor`` with its
+  ``command`` (view / create / str_replace / insert / undo_edit) and a shell call
+  ``execute_bash``, the names tool effects are declared for (``detectors/effects.py``).
+  When the response is not kept, the action's own ``args`` stand in, without OpenHands'
+  bookkeeping keys (``thought``, ``confirmation_state``, ...). The action's ``thought``,
+  when there is one, becomes an ``assistant`` ThinkNode before the call.
+- An action without ``tool_call_metadata`` (older outputs, the resolver's) is a call
+  named by what it does: ``run`` -> ``execute_bash {command}``, ``run_ipython`` ->
+  ``execute_ipython_cell {code}``, ``read`` -> ``str_replace_editor {command: "view",
+  path}``, ``edit`` -> ``str_replace_editor`` with the action's edit arguments, and any
+  other tool action under its own name with its ``args``.
+- ``message`` actions become ThinkNodes (``user`` or ``assistant`` by ``source``), the
+  ``system`` action a ``system`` ThinkNode; ``recall`` (OpenHands' own memory lookup),
+  state changes and other bookkeeping events are not calls and are left out.
+- An observation is the result of the call whose action ``id`` is its ``cause`` (or, without
+  one, of the open call with its ``tool_call_id``). It is an error when it is an
+  ``error`` observation or when ``extras.metadata.exit_code`` (older outputs:
+  ``extras.exit_code``) is non-zero. ``turn`` is the action's index in ``history``.
+
+Episode ids are ``<file stem>:<instance_id>`` (``<file stem>:<k>``, k the line's index
+among the file's non-blank lines, without one). The outcome
+is ``success`` / ``failure`` where the line records whether the task was solved —
+``report.resolved`` or ``test_result.report.resolved`` (the harness's evaluation written
+back), ``resolved`` or the resolver's ``success`` — and ``unknown`` otherwise: an
+``output.jsonl`` before evaluation does not say. ``meta`` keeps the model
+(``metadata.llm_config.model``) and the agent class.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+
+from scenarios.outcome import FAILURE, OUTCOME_KEY, SUCCESS, UNKNOWN
+from scenarios.trace import iter_lines, loads_json
+from scenarios.tree import Episode, ToolNode
+
+from ._common import EpisodeBuilder, Report, as_text, each_file, parse_arguments, unique_id
+
+FORMAT = "openhands"
+SUFFIXES = (".jsonl", ".json")
+
+#: Actions that are not tool calls: conversation, OpenHands' own bookkeeping.
+_NOT_CALLS = {"message", "system", "recall", "change_agent_state", "null", "condensation", "condensation_request"}
+#: Keys OpenHands adds to an action's ``args`` that the model never sent.
+_BOOKKEEPING = {"thought", "confirmation_state", "security_risk", "is_input", "blocking", "hidden",
+                "keep_prompt", "impl_source", "is_confirmed", "kernel_init_code", "include_extra",
+                "translated_ipython_code", "wait_for_response", "image_urls"}
+
+
+def outcome_of(rec: dict[str, Any]) -> str:
+    """``success``/``failure`` where the line says whether the task was solved, else ``unknown``."""
+    candidates = [rec.get("report"), (rec.get("test_result") or {}).get("report")
+                  if isinstance(rec.get("test_result"), dict) else None]
+    for report in candidates:
+        if isinstance(report, dict) and isinstance(report.get("resolved"), bool):
+            return SUCCESS if report["resolved"] else FAILURE
+    for key in ("resolved", "success"):
+        if isinstance(rec.get(key), bool):
+            return SUCCESS if rec[key] else FAILURE
+    return UNKNOWN
+
+
+def _model_arguments(meta: dict[str, Any]) -> Any:
+    """The raw arguments of the call ``meta`` names, from the model response it keeps."""
+    try:
+        calls = meta["model_response"]["choices"][0]["message"]["tool_calls"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    for tc in calls or []:
+        if isinstance(tc, dict) and tc.get("id") == meta.get("tool_call_id"):
+            fn = tc.get("function")
+            return fn.get("arguments") if isinstance(fn, dict) else None
+    return None
+
+
+def _legacy_call(action: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The call an action without tool-call metadata stands for."""
+    kept = {k: v for k, v in args.items() if k not in _BOOKKEEPING}
+    if action == "run":
+        return "execute_bash", {"command": args.get("command", "")}
+    if action == "run_ipython":
+        return "execute_ipython_cell", {"code": args.get("code", "")}
+    if action == "read":
+        return "str_replace_editor", {"command": "view", "path": args.get("path", "")}
+    if action == "edit":
+        return "str_replace_editor", {k: v for k, v in kept.items() if v not in (None, "")}
+    return action, kept
+
+
+def _is_error(event: dict[str, Any]) -> bool:
+    if event.get("observation") == "error":
+        return True
+    extras = event.get("extras")
+    if not isinstance(extras, dict):
+        return False
+    meta = extras.get("metadata")
+    code = meta.get("exit_code") if isinstance(meta, dict) else extras.get("exit_code")
+    return isinstance(code, int) and not isinstance(code, bool) and code not in (0, -1)
+
+
+def add_history(builder: EpisodeBuilder, history: list[Any], report: Report, where: str) -> None:
+    """Append an OpenHands event list to ``builder``."""
+    by_action: dict[Any, ToolNode] = {}
+    by_call_id: dict[str, ToolNode] = {}
+    for j, ev in enumerate(history):
+        here = f"{where}: history[{j}]"
+        if not isinstance(ev, dict):
+            report(f"{here}: an event must be an object, skipped")
+            continue
+        action, observation = ev.get("action"), ev.get("observation")
+        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        meta = ev.get("tool_call_metadata") if isinstance(ev.get("tool_call_metadata"), dict) else None
+        if isinstance(action, str):
+            if action == "message":
+                builder.message("user" if ev.get("source") == "user" else "assistant", as_text(args.get("content")))
+                continue
+            if action == "system":
+                builder.message("system", as_text(args.get("content")))
+                continue
+            if action in _NOT_CALLS:
+                continue
+            thought = args.get("thought")
+            if isinstance(thought, str) and thought.strip():
+                builder.message("assistant", thought)
+            if meta is not None and isinstance(meta.get("function_name"), str):
+                tool = meta["function_name"]
+                raw = _model_arguments(meta)
+                call_args = (parse_arguments(raw, report, f"{here} ({tool})") if raw is not None
+                             else _legacy_call(action, args)[1])
+                cid = meta.get("tool_call_id")
+            else:
+                tool, call_args = _legacy_call(action, args)
+                cid = None
+            node = builder.call(tool, call_args, None if cid in (None, "") else str(cid), turn=j)
+            if ev.get("id") is not None:
+                by_action[ev["id"]] = node
+            if cid not in (None, ""):
+                by_call_id[str(cid)] = node
+            continue
+        if isinstance(observation, str):
+            node = by_action.pop(ev.get("cause"), None) if ev.get("cause") is not None else None
+            if node is None and meta is not None and meta.get("tool_call_id") is not None:
+                node = by_call_id.get(str(meta["tool_call_id"]))
+            if node is None or node.observation is not None:
+                continue  # an observation of no call: recall results, state changes, agent errors
+            builder.result(node, as_text(ev.get("content")), _is_error(ev))
+            continue
+        report(f"{here}: neither an action nor an observation, skipped")
+
+
+def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
+    index = 0
+    for lineno, raw in iter_lines(path):
+        where = f"{path}:{lineno}"
+        if raw is None:
+            report(f"{where}: line too long, skipped")
+            index += 1
+            continue
+        if not raw.strip():
+            continue
+        k, index = index, index + 1
+        try:
+            rec = loads_json(raw)
+        except orjson.JSONDecodeError as exc:
+            report(f"{where}: not valid JSON ({str(exc).split(':')[0]}), skipped")
+            continue
+        history = rec.get("history") if isinstance(rec, dict) else None
+        if not isinstance(history, list):
+            report(f"{where}: expected an object with a 'history' list of events, skipped")
+            continue
+        instance = rec.get("instance_id")
+        md = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+        llm = md.get("llm_config") if isinstance(md.get("llm_config"), dict) else {}
+        extra = {key: val for key, val in (("model", llm.get("model")), ("agent_class", md.get("agent_class")))
+                 if isinstance(val, str)}
+        wanted = f"{path.stem}:{instance}" if isinstance(instance, str) and instance else f"{path.stem}:{k}"
+        builder = EpisodeBuilder(unique_id(seen, wanted), FORMAT, path, line=lineno,
+                                 **{OUTCOME_KEY: outcome_of(rec)}, **extra)
+        add_history(builder, history, report, where)
+        yield builder.ep
+
+
+def iter_episodes(path: str | Path, problems: list[str] | None = None) -> Iterator[Episode]:
+    """Episodes of an OpenHands ``output.jsonl`` (or a directory of them); problems go to ``problems``."""
+    return each_file(path, SUFFIXES, _iter_file, problems)
