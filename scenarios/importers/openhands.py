@@ -24,10 +24,15 @@ writes a line ``{instance_id, instruction, metadata, history, test_result, ...}`
 - ``message`` actions become ThinkNodes (``user`` or ``assistant`` by ``source``), the
   ``system`` action a ``system`` ThinkNode; ``recall`` (OpenHands' own memory lookup),
   state changes and other bookkeeping events are not calls and are left out.
-- An observation is the result of the call whose action ``id`` is its ``cause`` (or, without
-  one, of the open call with its ``tool_call_id``). It is an error when it is an
-  ``error`` observation or when ``extras.metadata.exit_code`` (older outputs:
-  ``extras.exit_code``) is non-zero. ``turn`` is the action's index in ``history``.
+- An observation is the result of the call whose action ``id`` is its ``cause`` (without
+  one, of the call with its ``tool_call_id``; an output stripped of event ids pairs results
+  with the oldest call still awaiting one). An observation of no action — an ``error``
+  OpenHands raised for a tool call it refused before running (an unknown ``command``) — is
+  left out with the call it answers, which the output does not record. It is an error when it is an
+  ``error`` observation, an editor observation (``read`` / ``edit``) whose text starts
+  with ``ERROR:`` (how the editor reports a refused view or edit: ``old_str`` not found or
+  not unique, a missing path), or when ``extras.metadata.exit_code`` (older outputs:
+  ``extras.exit_code``) is non-zero (-1, "no exit code yet", is not an error). ``turn`` is the action's index in ``history``.
 
 Episode ids are ``<file stem>:<instance_id>`` (``<file stem>:<k>``, k the line's index
 among the file's non-blank lines, without one). The outcome
@@ -42,13 +47,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-import orjson
-
 from scenarios.outcome import FAILURE, OUTCOME_KEY, SUCCESS, UNKNOWN
-from scenarios.trace import iter_lines, loads_json
 from scenarios.tree import Episode, ToolNode
 
-from ._common import EpisodeBuilder, Report, as_text, each_file, parse_arguments, unique_id
+from ._common import EpisodeBuilder, Report, as_text, each_file, json_records, parse_arguments, unique_id
 
 FORMAT = "openhands"
 SUFFIXES = (".jsonl", ".json")
@@ -104,6 +106,8 @@ def _legacy_call(action: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]
 def _is_error(event: dict[str, Any]) -> bool:
     if event.get("observation") == "error":
         return True
+    if event.get("observation") in ("read", "edit") and as_text(event.get("content")).startswith("ERROR:"):
+        return True  # the editor (openhands-aci) reports a refused view or edit in the text
     extras = event.get("extras")
     if not isinstance(extras, dict):
         return False
@@ -116,6 +120,7 @@ def add_history(builder: EpisodeBuilder, history: list[Any], report: Report, whe
     """Append an OpenHands event list to ``builder``."""
     by_action: dict[Any, ToolNode] = {}
     by_call_id: dict[str, ToolNode] = {}
+    awaiting: list[ToolNode] = []  # calls without a result yet, oldest first
     for j, ev in enumerate(history):
         here = f"{where}: history[{j}]"
         if not isinstance(ev, dict):
@@ -150,34 +155,29 @@ def add_history(builder: EpisodeBuilder, history: list[Any], report: Report, whe
                 by_action[ev["id"]] = node
             if cid not in (None, ""):
                 by_call_id[str(cid)] = node
+            awaiting.append(node)
             continue
         if isinstance(observation, str):
-            node = by_action.pop(ev.get("cause"), None) if ev.get("cause") is not None else None
-            if node is None and meta is not None and meta.get("tool_call_id") is not None:
+            if ev.get("cause") is not None:
+                node = by_action.get(ev["cause"])
+            elif meta is not None and meta.get("tool_call_id") is not None:
                 node = by_call_id.get(str(meta["tool_call_id"]))
-            if node is None or node.observation is not None:
-                continue  # an observation of no call: recall results, state changes, agent errors
+            elif "id" not in ev:  # an output stripped of ids: results follow their calls in order
+                node = awaiting[0] if awaiting and observation not in _NOT_CALLS else None
+            else:  # an error OpenHands raised for a call it refused to run (no action event)
+                node = None
+            at = next((i for i, n in enumerate(awaiting) if n is node), None)
+            if at is None:
+                continue  # an observation of no call (recall results, state changes) or a second one
+            del awaiting[at]
             builder.result(node, as_text(ev.get("content")), _is_error(ev))
             continue
         report(f"{here}: neither an action nor an observation, skipped")
 
 
 def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
-    index = 0
-    for lineno, raw in iter_lines(path):
+    for k, lineno, rec in json_records(path, report):
         where = f"{path}:{lineno}"
-        if raw is None:
-            report(f"{where}: line too long, skipped")
-            index += 1
-            continue
-        if not raw.strip():
-            continue
-        k, index = index, index + 1
-        try:
-            rec = loads_json(raw)
-        except orjson.JSONDecodeError as exc:
-            report(f"{where}: not valid JSON ({str(exc).split(':')[0]}), skipped")
-            continue
         history = rec.get("history") if isinstance(rec, dict) else None
         if not isinstance(history, list):
             report(f"{where}: expected an object with a 'history' list of events, skipped")
