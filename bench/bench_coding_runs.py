@@ -44,6 +44,21 @@ def first_alarm(detector_name: str, ep: Episode) -> tuple[int, str] | None:
     return None
 
 
+def reruns_after_edit(calls: list[ToolNode]) -> list[int]:
+    """Calls that repeat an earlier shell call exactly with a successful editor write (the
+    editor's own declared effect, ``detectors.effects``) between the two: the re-run of a test
+    or reproduction after an edit, which the rubric counts as progress."""
+    out = []
+    for k, node in enumerate(calls):
+        ctx = alarm_context(calls, k)
+        if ctx["prev_same"] is None or node.call.tool != "execute_bash":
+            continue
+        if any(calls[j].call.tool == "str_replace_editor" and calls[j].observation is not None
+               and not calls[j].observation.error for j in ctx["writes_between"]):
+            out.append(k)
+    return out
+
+
 def signature(node: ToolNode) -> str:
     return json.dumps([node.call.tool, node.call.args], sort_keys=True, ensure_ascii=False)
 
@@ -122,6 +137,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    identical to call {ctx['prev_same']}; writes between: {ctx['writes_between'] or 'none'}; "
                       f"same result: {ctx['same_result']}")
             print(f"    {d} says: {' '.join(reason.split())[:args.width * 2]}")
+
+        # Every verdict, not only the first alarm: how the detector treats the re-runs after an edit.
+        allowed, total, stopped = 0, 0, []
+        for ep in runs:
+            calls = ep.tool_nodes()
+            verdicts = {s.call_index: s.verdict for s in score_episode(make_detector(d), ep)}
+            for k in reruns_after_edit(calls):
+                total += 1
+                if verdicts[k] is Verdict.ALLOW:
+                    allowed += 1
+                else:
+                    stopped.append(f"{ep.id} call {k} ({verdicts[k].value})")
+        print(f"\n{d} allows {allowed} of {total} re-runs right after a successful editor write"
+              + (f"; not: {', '.join(stopped)}" if stopped else ""))
     return 0
 
 
