@@ -34,13 +34,21 @@ writes a line ``{instance_id, instruction, metadata, history, test_result, ...}`
   not unique, a missing path), or when ``extras.metadata.exit_code`` (older outputs:
   ``extras.exit_code``) is non-zero (-1, "no exit code yet", is not an error). ``turn`` is the action's index in ``history``.
 
+The agent SDK (OpenHands V1, ``OpenHands/benchmarks``) writes the same lines with typed
+events (``"kind"``): an ``ActionEvent`` is a call named by its ``tool_name`` with the model's
+``tool_call.arguments`` (its ``thought`` before it), an ``ObservationEvent`` the result of
+the call with its ``tool_call_id`` (the command's ``output`` or the content; an error when
+``error`` is true or the exit code is non-zero), ``AgentErrorEvent`` and
+``UserRejectObservation`` failed results, ``MessageEvent`` and ``SystemPromptEvent``
+ThinkNodes; state updates and condensations are left out.
+
 Episode ids are ``<file stem>:<instance_id>`` (``<file stem>:<k>``, k the line's index
 among the file's non-blank lines, without one). The outcome
 is ``success`` / ``failure`` where the line records whether the task was solved —
 ``report.resolved`` or ``test_result.report.resolved`` (the harness's evaluation written
 back), ``resolved`` or the resolver's ``success`` — and ``unknown`` otherwise: an
 ``output.jsonl`` before evaluation does not say. ``meta`` keeps the model
-(``metadata.llm_config.model``) and the agent class.
+(``metadata.llm_config.model``, the SDK's ``metadata.llm.model``) and the agent class.
 """
 from __future__ import annotations
 
@@ -126,6 +134,9 @@ def add_history(builder: EpisodeBuilder, history: list[Any], report: Report, whe
         if not isinstance(ev, dict):
             report(f"{here}: an event must be an object, skipped")
             continue
+        if isinstance(ev.get("kind"), str):  # the agent SDK's (V1) typed events
+            _add_sdk_event(builder, ev, j, by_call_id, awaiting, report, here)
+            continue
         action, observation = ev.get("action"), ev.get("observation")
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
         meta = ev.get("tool_call_metadata") if isinstance(ev.get("tool_call_metadata"), dict) else None
@@ -175,6 +186,68 @@ def add_history(builder: EpisodeBuilder, history: list[Any], report: Report, whe
         report(f"{here}: neither an action nor an observation, skipped")
 
 
+def _sdk_text(obs: dict[str, Any]) -> str:
+    """An SDK observation's text: a command's ``output``, content parts, a message."""
+    for key in ("output", "content", "message", "text"):
+        if obs.get(key) not in (None, "", []):
+            return as_text(obs[key])
+    return ""
+
+
+def _sdk_error(obs: dict[str, Any]) -> bool:
+    if obs.get("error") is True or obs.get("is_error") is True:
+        return True
+    meta = obs.get("metadata")
+    code = meta.get("exit_code") if isinstance(meta, dict) else obs.get("exit_code")
+    return isinstance(code, int) and not isinstance(code, bool) and code not in (0, -1)
+
+
+def _add_sdk_event(builder: EpisodeBuilder, ev: dict[str, Any], j: int, by_call_id: dict[str, ToolNode],
+                   awaiting: list[ToolNode], report: Report, here: str) -> None:
+    """One event of the agent SDK: ``ActionEvent`` -> a call (``tool_name``, the model's
+    ``tool_call.arguments``), ``ObservationEvent`` / ``AgentErrorEvent`` /
+    ``UserRejectObservation`` -> the result of the call with its ``tool_call_id``,
+    ``MessageEvent`` / ``SystemPromptEvent`` -> ThinkNodes; other kinds are bookkeeping."""
+    kind = ev["kind"]
+    if kind == "ActionEvent":
+        tool = ev.get("tool_name")
+        if not isinstance(tool, str) or not tool:
+            report(f"{here}: ActionEvent without a tool_name, skipped")
+            return
+        thought = as_text(ev.get("thought")) or as_text(ev.get("reasoning_content"))
+        if thought.strip():
+            builder.message("assistant", thought)
+        tc = ev.get("tool_call") if isinstance(ev.get("tool_call"), dict) else {}
+        if "arguments" in tc:
+            args = parse_arguments(tc["arguments"], report, f"{here} ({tool})")
+        else:
+            action = ev.get("action") if isinstance(ev.get("action"), dict) else {}
+            args = {k: v for k, v in action.items() if k != "kind"}
+        cid = ev.get("tool_call_id")
+        node = builder.call(tool, args, None if cid in (None, "") else str(cid), turn=j)
+        if cid not in (None, ""):
+            by_call_id[str(cid)] = node
+        awaiting.append(node)
+    elif kind in ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation"):
+        node = by_call_id.get(str(ev.get("tool_call_id")))
+        at = next((i for i, n in enumerate(awaiting) if n is node), None)
+        if at is None:
+            return
+        del awaiting[at]
+        if kind == "ObservationEvent":
+            obs = ev.get("observation") if isinstance(ev.get("observation"), dict) else {}
+            builder.result(node, _sdk_text(obs), _sdk_error(obs))
+        else:
+            builder.result(node, as_text(ev.get("error") or ev.get("rejection_reason")), True)
+    elif kind == "MessageEvent":
+        msg = ev.get("llm_message") if isinstance(ev.get("llm_message"), dict) else {}
+        role = msg.get("role") if isinstance(msg.get("role"), str) else ("user" if ev.get("source") == "user" else "assistant")
+        builder.message(role, as_text(msg.get("content")))
+    elif kind == "SystemPromptEvent":
+        builder.message("system", as_text(ev.get("system_prompt", {}).get("text")
+                                          if isinstance(ev.get("system_prompt"), dict) else ev.get("system_prompt")))
+
+
 def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
     for k, lineno, rec in json_records(path, report):
         where = f"{path}:{lineno}"
@@ -184,7 +257,8 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
             continue
         instance = rec.get("instance_id")
         md = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
-        llm = md.get("llm_config") if isinstance(md.get("llm_config"), dict) else {}
+        llm = md.get("llm_config", md.get("llm"))  # V0 / the agent SDK
+        llm = llm if isinstance(llm, dict) else {}
         extra = {key: val for key, val in (("model", llm.get("model")), ("agent_class", md.get("agent_class")))
                  if isinstance(val, str)}
         wanted = f"{path.stem}:{instance}" if isinstance(instance, str) and instance else f"{path.stem}:{k}"

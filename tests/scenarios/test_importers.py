@@ -71,7 +71,8 @@ def test_episodes_are_linear_unlabelled_replays_naming_their_source(fmt):
     assert len({ep.id for ep in episodes}) == len(episodes)
 
 
-@pytest.mark.parametrize("fmt,name", [*FIXTURE_FILES.items(), ("react-log", "react_hotpotqa_reflexion_sample.txt")])
+@pytest.mark.parametrize("fmt,name", [*FIXTURE_FILES.items(), ("react-log", "react_hotpotqa_reflexion_sample.txt"),
+                                      ("openhands", "openhands_sdk_sample.jsonl")])
 def test_round_trip_through_the_trace_format(fmt, name, tmp_path):
     episodes, _ = _import(fmt, name)
     out = tmp_path / "trace.jsonl"
@@ -381,6 +382,23 @@ def test_openhands_malformed_lines_are_problems_and_graded_runs_keep_their_outco
         f"{path}:4: expected an object with a 'history' list of events, skipped",
         f"{path}:5: history[2]: an event must be an object, skipped",
     ]
+
+
+def test_openhands_agent_sdk_events_become_calls_with_the_models_arguments():
+    episodes, problems = _import("openhands", "openhands_sdk_sample.jsonl")
+    assert problems == []
+    (ep,) = episodes
+    assert ep.id == "openhands_sdk_sample:safety-business-intelligence"
+    assert ep.meta["model"] == "litellm_proxy/neulab/gpt-4o-2024-08-06" and ep.meta["outcome"] == "unknown"
+    calls = _calls(ep)
+    assert [tool for tool, _ in calls] == ["execute_bash"] * 3
+    assert calls[0][1] == {"command": "pip install openpyxl"}
+    assert calls[1][1]["command"].startswith("python3 -c \"import openpyxl")
+    assert [n.call.call_id for n in ep.tool_nodes()] == [
+        "call_SxeSIRirsnWY28rAKABPHZUz", "call_vzXvjutVvX0YOYMOlDlmw0Wo", "call_2aeAKWPEacsE5AadM05ajN3L"]
+    # The command's output is the result; exit code 1 makes it an error.
+    assert [n.observation.error for n in ep.tool_nodes()] == [False, True, True]
+    assert "Requirement already satisfied: openpyxl" in ep.tool_nodes()[0].observation.content
 
 
 # -- captain-agent ---------------------------------------------------------------------
