@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 from scenarios.trace import write_trace
 from scenarios.tree import Episode, ToolNode
 
-from . import captain_agent, magentic_one, openai_chat, otel, react_log, tau_bench
+from . import captain_agent, magentic_one, openai_chat, openhands, otel, react_log, tau_bench
 
 #: format name -> ``iter_episodes(path, problems=None)``
 FORMATS: dict[str, Callable[..., Iterator[Episode]]] = {
@@ -24,6 +24,7 @@ FORMATS: dict[str, Callable[..., Iterator[Episode]]] = {
     magentic_one.FORMAT: magentic_one.iter_episodes,
     captain_agent.FORMAT: captain_agent.iter_episodes,
     otel.FORMAT: otel.iter_episodes,
+    openhands.FORMAT: openhands.iter_episodes,
 }
 
 

@@ -15,7 +15,7 @@ import orjson
 
 from detectors.protocol import Message, Observation, ToolCall, unrecorded
 from scenarios.outcome import FAILURE, MISTAKE_KEY, OUTCOME_KEY, UNKNOWN, call_at_step, history_step
-from scenarios.trace import TraceError, loads_json
+from scenarios.trace import TraceError, iter_lines, loads_json
 from scenarios.tree import Episode, ThinkNode, ToolNode
 
 #: A whole-file JSON document larger than this is refused, to keep memory bounded.
@@ -209,3 +209,25 @@ def blame_call(ep: Episode, mistake: int | None) -> None:
     k = call_at_step((n.call.turn for n in ep.tool_nodes()), mistake)
     if k is not None:
         ep.meta[MISTAKE_KEY] = k
+
+
+def json_records(path: Path, report: Report) -> Iterator[tuple[int, int, Any]]:
+    """``(k, line number, record)`` for each line of a JSON Lines file that parses; ``k`` is
+    the line's index among the non-blank lines, so a malformed line (reported, skipped)
+    never renumbers the others."""
+    index = 0
+    for lineno, raw in iter_lines(path):
+        where = f"{path}:{lineno}"
+        if raw is None:
+            report(f"{where}: line too long, skipped")
+            index += 1
+            continue
+        if not raw.strip():
+            continue
+        k, index = index, index + 1
+        try:
+            rec = loads_json(raw)
+        except orjson.JSONDecodeError as exc:
+            report(f"{where}: not valid JSON ({str(exc).split(':')[0]}), skipped")
+            continue
+        yield k, lineno, rec

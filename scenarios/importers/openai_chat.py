@@ -28,13 +28,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import orjson
-
 from scenarios.outcome import OUTCOME_KEY, OUTCOMES, UNKNOWN
-from scenarios.trace import iter_lines, loads_json
 from scenarios.tree import Episode, ToolNode
 
-from ._common import EpisodeBuilder, Report, as_text, each_file, parse_arguments, unique_id
+from ._common import EpisodeBuilder, Report, as_text, each_file, json_records, parse_arguments, unique_id
 
 FORMAT = "openai"
 SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -103,21 +100,8 @@ def _take(open_calls: list[tuple[str | None, ToolNode]], cid: str | None, report
 
 
 def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
-    index = 0
-    for lineno, raw in iter_lines(path):
+    for k, lineno, rec in json_records(path, report):
         where = f"{path}:{lineno}"
-        if raw is None:
-            report(f"{where}: line too long, skipped")
-            index += 1
-            continue
-        if not raw.strip():
-            continue
-        k, index = index, index + 1
-        try:
-            rec = loads_json(raw)
-        except orjson.JSONDecodeError as exc:
-            report(f"{where}: not valid JSON ({str(exc).split(':')[0]}), skipped")
-            continue
         messages = rec.get("messages") if isinstance(rec, dict) else rec
         if not isinstance(messages, list):
             report(f"{where}: expected {{\"messages\": [...]}} or a list of messages, skipped")

@@ -11,7 +11,7 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, main, report_problems)
 
 @main.command("import")
 @click.argument("file")
-@click.option("--format", "fmt", required=True, help="Source format: otel, openai, tau-bench, react-log, magentic-one, captain-agent.")
+@click.option("--format", "fmt", required=True, help="Source format: otel, openai, tau-bench, react-log, magentic-one, captain-agent, openhands.")
 @click.option("-o", "--out", "out_path", required=True, help="Output trace file (JSON Lines; the trace format of docs/traces.md).")
 def import_cmd(file, fmt, out_path) -> None:
     """Convert a real agent-trace file (or folder) into the loopbench trace format."""

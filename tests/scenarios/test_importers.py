@@ -28,6 +28,7 @@ FIXTURE_FILES = {
     "react-log": "react_hotpotqa_base_sample.txt",
     "magentic-one": "magentic_one_sample.json",
     "captain-agent": "captain_agent_sample.json",
+    "openhands": "openhands_sample.jsonl",
 }
 
 
@@ -70,7 +71,8 @@ def test_episodes_are_linear_unlabelled_replays_naming_their_source(fmt):
     assert len({ep.id for ep in episodes}) == len(episodes)
 
 
-@pytest.mark.parametrize("fmt,name", [*FIXTURE_FILES.items(), ("react-log", "react_hotpotqa_reflexion_sample.txt")])
+@pytest.mark.parametrize("fmt,name", [*FIXTURE_FILES.items(), ("react-log", "react_hotpotqa_reflexion_sample.txt"),
+                                      ("openhands", "openhands_sdk_sample.jsonl")])
 def test_round_trip_through_the_trace_format(fmt, name, tmp_path):
     episodes, _ = _import(fmt, name)
     out = tmp_path / "trace.jsonl"
@@ -323,6 +325,80 @@ def test_directories_import_in_natural_order_and_bad_files_are_problems(tmp_path
     assert episodes[1].nodes == []
     assert problems[0] == f"{tmp_path / '3.json'}: history[0]: expected an object with a string 'role', skipped"
     assert problems[1].startswith(f"{tmp_path / '4.json'}: not valid JSON") and len(problems) == 2
+
+
+# -- openhands -------------------------------------------------------------------------
+def test_openhands_keeps_the_models_editor_and_shell_calls_with_their_results():
+    episodes, _ = _import("openhands")
+    ep = episodes[0]
+    assert ep.id == "openhands_sample:ponylang__ponyc-4593"
+    assert ep.meta["model"] == "openai/openrouter-llama-4-maverick" and ep.meta["agent_class"] == "CodeActAgent"
+    assert ep.meta["outcome"] == "unknown"  # not evaluated: no report.resolved
+    view = {"command": "view", "path": "/workspace/ponylang__ponyc__0.1/packages/cli/cli.pony"}
+    # The arguments are the model's own (from model_response), not OpenHands' action args
+    # (which add thought, impl_source, security_risk ...).
+    assert _calls(ep) == [
+        ("execute_bash", {"command": "ls /workspace/ponylang__ponyc__0.1"}),
+        ("execute_bash", {"command": "ls src/lib"}),
+        ("str_replace_editor", view),
+        ("str_replace_editor", view),
+        ("str_replace_editor", {**view, "view_range": [100, 150]}),
+    ]
+    assert [n.call.call_id for n in ep.tool_nodes()] == ["toolu_01", "toolu_02", "toolu_12", "toolu_13", "toolu_14"]
+    # Errors: a non-zero exit code, and the editor's refusal written as 'ERROR:' text. The
+    # error OpenHands raised for a refused call (history[7], no cause) answers no call.
+    assert [n.observation.error for n in ep.tool_nodes()] == [False, True, False, False, True]
+    assert ep.tool_nodes()[2].observation.content == ep.tool_nodes()[3].observation.content
+    assert _roles(ep)[0] == "user" and set(_roles(ep)[1:]) == {"assistant"}  # thoughts before calls
+
+
+def test_openhands_outputs_without_tool_metadata_map_actions_to_the_tools_they_stand_for():
+    episodes, _ = _import("openhands")
+    ep = episodes[1]
+    assert ep.id == "openhands_sample:example__repo-1" and ep.meta["outcome"] == "success"  # the resolver's flag
+    assert _calls(ep) == [
+        ("execute_bash", {"command": "pytest -q tests/test_a.py"}),
+        ("str_replace_editor", {"path": "/workspace/a.py", "command": "str_replace", "old_str": "x = 1", "new_str": "x = 2"}),
+        ("execute_bash", {"command": "pytest -q tests/test_a.py"}),
+        ("execute_ipython_cell", {"code": 'print(open("/workspace/a.py").read())'}),
+        ("finish", {"outputs": {}}),
+    ]
+    # Stripped of ids, results pair with calls in order; finish gets none.
+    assert _results(ep) == ["1 failed", "The file /workspace/a.py has been edited.", "1 passed", "x = 2", None]
+    assert [n.observation.error for n in ep.tool_nodes()[:3]] == [True, False, False]
+    # The edit is declared a write, so the re-run after it is a re-test, not a repeat.
+    from detectors.effects import effect_of
+    assert [effect_of(n.call).writes for n in ep.tool_nodes()[:3]] == [False, True, False]
+
+
+def test_openhands_malformed_lines_are_problems_and_graded_runs_keep_their_outcome():
+    episodes, problems = _import("openhands")
+    path = str(FIXTURES / FIXTURE_FILES["openhands"])
+    assert [ep.id for ep in episodes][2:] == ["openhands_sample:graded"]
+    assert episodes[2].meta["outcome"] == "failure"  # report.resolved = false
+    assert _results(episodes[2]) == ["a.py"]
+    assert problems == [
+        f"{path}:3: not valid JSON (unexpected end of data), skipped",
+        f"{path}:4: expected an object with a 'history' list of events, skipped",
+        f"{path}:5: history[2]: an event must be an object, skipped",
+    ]
+
+
+def test_openhands_agent_sdk_events_become_calls_with_the_models_arguments():
+    episodes, problems = _import("openhands", "openhands_sdk_sample.jsonl")
+    assert problems == []
+    (ep,) = episodes
+    assert ep.id == "openhands_sdk_sample:safety-business-intelligence"
+    assert ep.meta["model"] == "litellm_proxy/neulab/gpt-4o-2024-08-06" and ep.meta["outcome"] == "unknown"
+    calls = _calls(ep)
+    assert [tool for tool, _ in calls] == ["execute_bash"] * 3
+    assert calls[0][1] == {"command": "pip install openpyxl"}
+    assert calls[1][1]["command"].startswith("python3 -c \"import openpyxl")
+    assert [n.call.call_id for n in ep.tool_nodes()] == [
+        "call_SxeSIRirsnWY28rAKABPHZUz", "call_vzXvjutVvX0YOYMOlDlmw0Wo", "call_2aeAKWPEacsE5AadM05ajN3L"]
+    # The command's output is the result; exit code 1 makes it an error.
+    assert [n.observation.error for n in ep.tool_nodes()] == [False, True, True]
+    assert "Requirement already satisfied: openpyxl" in ep.tool_nodes()[0].observation.content
 
 
 # -- captain-agent ---------------------------------------------------------------------

@@ -34,6 +34,8 @@ EXPECTED = {
     # Who&When annotates history step 9 (magentic) / 3 (captain): the first call made at or after it.
     "magentic_one_sample.json": ("magentic-one", ["failure"], [5]),
     "captain_agent_sample.json": ("captain-agent", ["failure"], [1]),
+    # report.resolved / the resolver's success flag; a line before evaluation says nothing.
+    "openhands_sample.jsonl": ("openhands", ["unknown", "success", "failure"], [None] * 3),
 }
 
 

@@ -1,0 +1,158 @@
+"""How often each guard fires on real coding-agent runs (OpenHands CodeActAgent: an editor
+tool ``str_replace_editor`` and a shell ``execute_bash``), and the context of every alarm.
+
+The runs are read at run time from a folder of OpenHands evaluation ``output.jsonl`` files
+(``loopbench import --format openhands``; the data is third-party and is not shipped).
+Runs that made no tool call (ended at start-up) are counted and left out. Per detector:
+how many runs it fires on (first alarm, halt mode), split by how the run ended where the
+file records it (resolved / not resolved / unknown). Then, for each detector in --explain,
+every first alarm with what a reviewer needs to judge it by the labelling rubric
+(shared/corpora/real-labels/README.md): the call, the last earlier call with the same tool
+and arguments, whether a write (declared tool effects, ``detectors.effects``) came between
+them, and whether their results are identical — a re-run after an edit, or a re-view of a
+file written since, is not a loop.
+
+Run: python bench/bench_coding_runs.py FOLDER [--detectors progress_guard,exact,...]
+     [--explain progress_guard] [--width 100]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from typing import Any
+
+from detectors import Verdict, make_detector
+from detectors.effects import effect_of
+from scenarios.importers import import_file
+from scenarios.outcome import run_outcome
+from scenarios.tree import Episode, ToolNode
+from sim.play.openloop import score_episode
+
+FIELD_GUARDS = ("openhands", "openhands_sdk", "cline", "roo_code", "gemini_cli", "goose", "crewai", "openclaw")
+DEFAULT = ("progress_guard", "exact", *FIELD_GUARDS)
+
+
+def first_alarm(detector_name: str, ep: Episode) -> tuple[int, str] | None:
+    """Index (among the run's tool calls) of the detector's first non-allow verdict, and
+    the message it gave (its reason)."""
+    scored: dict = {}
+    for s in score_episode(make_detector(detector_name), ep, scored=scored):
+        if s.verdict is not Verdict.ALLOW:
+            decision = scored[s.node_id].decision
+            return s.call_index, (decision.message or "") if decision is not None else ""
+    return None
+
+
+def reruns_after_edit(calls: list[ToolNode]) -> list[int]:
+    """Calls that repeat an earlier shell call exactly with a successful editor write (the
+    editor's own declared effect, ``detectors.effects``) between the two: the re-run of a test
+    or reproduction after an edit, which the rubric counts as progress."""
+    out = []
+    for k, node in enumerate(calls):
+        ctx = alarm_context(calls, k)
+        if ctx["prev_same"] is None or node.call.tool != "execute_bash":
+            continue
+        if any(calls[j].call.tool == "str_replace_editor" and calls[j].observation is not None
+               and not calls[j].observation.error for j in ctx["writes_between"]):
+            out.append(k)
+    return out
+
+
+def signature(node: ToolNode) -> str:
+    return json.dumps([node.call.tool, node.call.args], sort_keys=True, ensure_ascii=False)
+
+
+def alarm_context(calls: list[ToolNode], k: int) -> dict[str, Any]:
+    """What a reviewer needs about the alarm at call ``k``: the last identical call before it,
+    the writes between the two, and whether the results match."""
+    sig = signature(calls[k])
+    prev = next((j for j in range(k - 1, -1, -1) if signature(calls[j]) == sig), None)
+    ctx: dict[str, Any] = {"prev_same": prev}
+    if prev is not None:
+        between = calls[prev + 1:k]
+        writes = [j for j, n in enumerate(between, prev + 1) if (e := effect_of(n.call)) is not None and e.writes]
+        ctx["writes_between"] = writes
+        a, b = calls[prev].observation, calls[k].observation
+        ctx["same_result"] = a is not None and b is not None and a.content == b.content
+    return ctx
+
+
+def short(node: ToolNode, width: int) -> str:
+    args = json.dumps(node.call.args, ensure_ascii=False)
+    text = f"{node.call.tool} {args}"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folder", help="a folder of OpenHands output.jsonl files (or one file)")
+    ap.add_argument("--detectors", default=",".join(DEFAULT))
+    ap.add_argument("--explain", default="progress_guard", help="detectors whose alarms are listed ('' for none)")
+    ap.add_argument("--width", type=int, default=110)
+    args = ap.parse_args(argv)
+
+    episodes, problems = import_file("openhands", args.folder)
+    for p in problems:
+        print(f"problem: {p}")
+    runs = [ep for ep in episodes if ep.tool_nodes()]
+    outcomes = Counter(run_outcome(ep.meta) for ep in runs)
+    models = Counter(ep.meta.get("model", "?") for ep in runs)
+    print(f"{len(episodes)} runs read, {len(episodes) - len(runs)} without a tool call left out; "
+          f"{len(runs)} runs, {sum(len(ep.tool_nodes()) for ep in runs)} tool calls")
+    print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())))
+    print("models: " + ", ".join(f"{k} {v}" for k, v in sorted(models.items())))
+
+    names = [d for d in args.detectors.split(",") if d]
+    alarms = {d: {ep.id: first_alarm(d, ep) for ep in runs} for d in names}
+    print()
+    print("| detector | runs fired | resolved fired | not resolved fired | outcome unknown fired |")
+    print("|---|---|---|---|---|")
+    for d in names:
+        cells = []
+        for group in (None, "success", "failure", "unknown"):
+            eps = [ep for ep in runs if group is None or run_outcome(ep.meta) == group]
+            fired = sum(alarms[d][ep.id] is not None for ep in eps)
+            cells.append(f"{fired}/{len(eps)}")
+        print(f"| `{d}` | " + " | ".join(cells) + " |")
+
+    for d in [x for x in args.explain.split(",") if x]:
+        if d not in alarms:
+            alarms[d] = {ep.id: first_alarm(d, ep) for ep in runs}
+        print(f"\n## first alarms of {d}")
+        for ep in runs:
+            if alarms[d][ep.id] is None:
+                continue
+            k, reason = alarms[d][ep.id]
+            calls = ep.tool_nodes()
+            ctx = alarm_context(calls, k)
+            print(f"\n{ep.id} ({run_outcome(ep.meta)}): call {k} of {len(calls)}")
+            for j in range(max(0, k - 4), k + 1):
+                obs = calls[j].observation
+                tag = "" if obs is None else (" [error]" if obs.error else "")
+                print(f"  {'>' if j == k else ' '} {j:3d} {short(calls[j], args.width)}{tag}")
+            if ctx["prev_same"] is None:
+                print("    no identical earlier call")
+            else:
+                print(f"    identical to call {ctx['prev_same']}; writes between: {ctx['writes_between'] or 'none'}; "
+                      f"same result: {ctx['same_result']}")
+            print(f"    {d} says: {' '.join(reason.split())[:args.width * 2]}")
+
+        # Every verdict, not only the first alarm: how the detector treats the re-runs after an edit.
+        allowed, total, stopped = 0, 0, []
+        for ep in runs:
+            calls = ep.tool_nodes()
+            verdicts = {s.call_index: s.verdict for s in score_episode(make_detector(d), ep)}
+            for k in reruns_after_edit(calls):
+                total += 1
+                if verdicts[k] is Verdict.ALLOW:
+                    allowed += 1
+                else:
+                    stopped.append(f"{ep.id} call {k} ({verdicts[k].value})")
+        print(f"\n{d} allows {allowed} of {total} re-runs right after a successful editor write"
+              + (f"; not: {', '.join(stopped)}" if stopped else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

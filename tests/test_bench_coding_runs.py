@@ -1,0 +1,42 @@
+"""bench/bench_coding_runs.py on the OpenHands importer fixture: the table and the alarm context."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "importers" / "openhands_sample.jsonl"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_coding_runs", ROOT / "bench" / "bench_coding_runs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_table_counts_runs_by_outcome_and_explains_each_alarm(tmp_path, capsys):
+    # Lines 1-2 of the fixture: a real run with an identical re-view (a loop), and an
+    # edit-then-retest run that resolved (success).
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "out.jsonl").write_text("".join(FIXTURE.read_text().splitlines(keepends=True)[:2]))
+    assert _bench().main([str(folder), "--detectors", "progress_guard,exact"]) == 0
+    out = capsys.readouterr().out
+    assert "2 runs read, 0 without a tool call left out; 2 runs, 10 tool calls" in out
+    assert "| `progress_guard` | 1/2 | 0/1 | 0/0 | 1/1 |" in out
+    assert "| `exact` | 2/2 | 1/1 | 0/0 | 1/1 |" in out  # exact takes the re-test after the edit
+    assert "out:ponylang__ponyc-4593 (unknown): call 3 of 5" in out
+    assert "identical to call 2; writes between: none; same result: True" in out
+    assert "progress_guard allows 1 of 1 re-runs right after a successful editor write" in out
+
+
+def test_reruns_after_edit_needs_a_successful_editor_write_between():
+    bench = _bench()
+    from scenarios.importers import import_file
+
+    episodes, _ = import_file("openhands", FIXTURE)
+    assert bench.reruns_after_edit(episodes[1].tool_nodes()) == [2]  # pytest after the str_replace
+    assert bench.reruns_after_edit(episodes[0].tool_nodes()) == []  # views only, no write
+    ctx = bench.alarm_context(episodes[1].tool_nodes(), 2)
+    assert ctx == {"prev_same": 0, "writes_between": [1], "same_result": False}
