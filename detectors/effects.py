@@ -133,6 +133,9 @@ BUILTIN: dict[str, Declaration] = {
     "str_replace_based_edit_tool": _editor("path"),
     "execute_bash": _shell("command"),
     "execute_ipython_cell": _shell("code"),
+    # the OpenHands software-agent SDK names the same two tools ``file_editor`` and ``terminal``
+    "file_editor": _editor("path"),
+    "terminal": _shell("command"),
     "edit_file": _write("path", "file_path", "target_file"),
     # Claude Code
     "Edit": _write("file_path"),

@@ -15,7 +15,7 @@ def _effect(tool: str, **args) -> Effect | None:
 
 @pytest.mark.parametrize("command, writes", [("view", False), ("create", True), ("str_replace", True),
                                              ("insert", True), ("undo_edit", True)])
-@pytest.mark.parametrize("tool", ["str_replace_editor", "str_replace_based_edit_tool"])
+@pytest.mark.parametrize("tool", ["str_replace_editor", "str_replace_based_edit_tool", "file_editor"])
 def test_the_editor_tool_writes_by_its_command(tool, command, writes):
     e = _effect(tool, command=command, path="/workspace/repo/src/mod.py", old_str="a", new_str="b")
     assert e == Effect(writes, "/workspace/repo/src/mod.py", "file")
@@ -67,7 +67,7 @@ def test_harness_tools_are_declared(tool, args, writes, target):
     ("pip install -e .", True),
     ("python -m pytest -q 2>&1 > /dev/null", False),
 ])
-@pytest.mark.parametrize("tool", ["execute_bash", "Bash", "execute_command", "run_shell_command", "bash"])
+@pytest.mark.parametrize("tool", ["execute_bash", "Bash", "execute_command", "run_shell_command", "bash", "terminal"])
 def test_shell_commands_write_by_their_text(tool, command, writes):
     assert _effect(tool, command=command).writes is writes
 
