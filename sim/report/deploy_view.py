@@ -139,14 +139,14 @@ def plot_operating_curve(view: DeployView, path: Path, palette: dict) -> Path | 
     c = pd.DataFrame(view.curves)
     if not len(c):
         return None
+    c = c.dropna(subset=["successes_stopped", "failed_calls_saved"])
+    if not len(c):  # no run outcome known: nothing to plot (the tables say why)
+        return None
     fig, ax = plt.subplots(figsize=(7.5, 6.4))
     runs = view.runs or [""]
     if "run" not in c:
         c["run"] = ""
     for (run, det), g in c.groupby(["run", "detector"], sort=False):
-        g = g.dropna(subset=["successes_stopped", "failed_calls_saved"])
-        if not len(g):
-            continue
         colour = palette.get(det, "grey")
         style = ("-", "--", ":", "-.")[runs.index(run) % 4 if run in runs else 0]
         name = det + (f" — {run.split(' (')[0]}" if run else "")
