@@ -37,7 +37,7 @@ True
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from .commands import writes as command_writes
@@ -217,7 +217,7 @@ def declaration_from(tool: str, table: Mapping[str, Any]) -> Declaration | None:
         if table["what"] not in WHATS:
             raise DeclarationError(f"tool {tool!r}: what must be one of {', '.join(WHATS)}, got {table['what']!r}")
         fields["what"] = table["what"]
-    decl = Declaration(**{**_fields(base), **fields})
+    decl = replace(base, **fields)
     if (decl.write_commands or decl.read_commands) and decl.command_arg is None:
         raise DeclarationError(f"tool {tool!r}: write_commands / read_commands need command_arg, the argument "
                                f"that holds the command")
@@ -225,10 +225,6 @@ def declaration_from(tool: str, table: Mapping[str, Any]) -> Declaration | None:
         raise DeclarationError(f"tool {tool!r}: declare writes = true/false, command_arg (with write_commands / "
                                f"read_commands) or shell_args")
     return decl
-
-
-def _fields(d: Declaration) -> dict[str, Any]:
-    return {name: getattr(d, name) for name in Declaration.__slots__}
 
 
 class Effects:
