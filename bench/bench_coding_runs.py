@@ -50,8 +50,10 @@ def reruns_after_edit(calls: list[ToolNode]) -> list[int]:
     or reproduction after an edit, which the rubric counts as progress."""
     out = []
     for k, node in enumerate(calls):
+        if node.call.tool != "execute_bash":
+            continue
         ctx = alarm_context(calls, k)
-        if ctx["prev_same"] is None or node.call.tool != "execute_bash":
+        if ctx["prev_same"] is None:
             continue
         if any(calls[j].call.tool == "str_replace_editor" and calls[j].observation is not None
                and not calls[j].observation.error for j in ctx["writes_between"]):

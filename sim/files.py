@@ -78,6 +78,15 @@ def write_csv(path: str | os.PathLike, rows: Iterable[dict[str, Any]], columns: 
     atomic_write(path, csv_text(rows, columns))
 
 
+def read_table(path: Path):
+    """A result CSV as the report reads it (empty cells are missing; a pandas DataFrame), empty when absent."""
+    import pandas as pd
+
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    return pd.read_csv(path, keep_default_na=False, na_values=[""], low_memory=False)
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 

@@ -114,7 +114,9 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     profiles_version, profiles = load_profiles()
     t_start = time.perf_counter()
     label_problems: list[str] = []
-    tapes: dict[str, Tape] = {}
+    framework = config.harness != BUILTIN
+    # The built-in harness's tapes replay its own plays, not a framework's: none taped for one.
+    tapes: dict[str, Tape] | None = None if framework else {}
     if config.suite.real:
         # Labelled real traces: loaded, not generated; no scenario to play in closed loop.
         scenarios = []
@@ -138,12 +140,11 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
         f"({phases['generate']:.1f} s)")
     built = [(d.label, d.build()) for d in config.detectors]  # fails fast on a bad detector
     kinds = [k for k in ("open", "closed") if config.mode in (k, "both")]
-    framework = config.harness != BUILTIN
     played = scenarios
     if framework:
         # A framework's run has one path: its closed loop plays the linear scenarios only.
         played = [sc for sc in scenarios if linear(sc)]
-        tapes = {}  # the built-in harness's tapes replay its own plays, not a framework's
+        tapes = {}
         if "closed" in kinds and not played:
             raise Unsupported(f"harness {config.harness}: no linear scenario in this suite to play in closed loop "
                               "(branching scenarios run in the built-in harness only)")

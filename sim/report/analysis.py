@@ -8,7 +8,6 @@ their episodes get a ``r<i>:`` prefix and count as more episodes of each family.
 """
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from sim.config.runfolder import read_run_manifest
+from sim.files import read_table
 from sim.config.spec import DetectorSpec
 from sim.forking import default_workers, map_forked
 from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_profiles, summarize
@@ -32,12 +32,6 @@ from sim.scoring.uncertainty import (Bootstrap, advisory_counts, episode_totals,
 DELTAS = (0, 1, 2, 3, 5, 8, 10)
 PAIRED_METRICS = ("score_standard", "miss_rate", "false_alarm_rate")
 CLOSED_FIELDS = ("episodes", "success", "wasted_calls", "wasted_spend", "false_interventions")
-
-
-def _read_csv(path: Path) -> pd.DataFrame:
-    if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame()
-    return pd.read_csv(path, keep_default_na=False, na_values=[""], low_memory=False)
 
 
 @dataclass
@@ -89,7 +83,7 @@ def load_runs(dirs: Sequence[str | Path]) -> RunData:
             notes.append(f"{d}: no trace to re-score from; threshold sweeps and the Δ view are left out")
         for name, acc in (("calls.csv", calls), ("episodes.csv", outcomes), ("timings.csv", timings),
                           ("closed.csv", closed), ("closed_metrics.csv", closed_m), ("metrics.csv", metrics)):
-            df = _read_csv(d / name)
+            df = read_table(d / name)
             if len(df):
                 if "episode" in df:
                     df["episode"] = prefix + df["episode"].astype(str)

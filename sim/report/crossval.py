@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from sim.numbers import as_float
 from sim.report.analysis import RunData, outcome_objects, swept_totals
 from sim.scoring.outcomes import Outcome, load_profiles
 from sim.scoring.thresholds import heldout_totals, pick_best, take
@@ -174,14 +175,14 @@ def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: st
     ref = reference if reference in folds else None
     cv = CrossVal(corpora, reference=ref, rounds=rounds, seed=seed)
     names = corpora + [POOLED]
-    ref_m = None
+    ref_m = ref_p = None
     if ref is not None:
         ref_m = corpus_metrics(folds[ref].heldout[1], profiles)
+        ref_p = corpus_metrics(folds[ref].heldout[0], profiles)
     for det, f in folds.items():
         m = {k: corpus_metrics(t, profiles) for k, t in (("as_run_p", f.as_run[0]), ("in_p", f.in_sample[0]),
                                                          ("ho_p", f.heldout[0]), ("in_r", f.in_sample[1]),
                                                          ("ho_r", f.heldout[1]))}
-        ref_p = corpus_metrics(folds[ref].heldout[0], profiles) if ref is not None else None
         for ci, corpus in enumerate(names):
             v_out = "" if corpus == POOLED else _value(f.values[int(f.pick_out[ci])])
             for metric in METRICS:
@@ -192,20 +193,17 @@ def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: st
                 row = {"detector": det, "corpus": corpus, "metric": metric, "param": f.param or "",
                        "value_as_run": _value(f.values[f.default_index]),
                        "value_in_sample": _value(f.values[int(f.pick_in)]), "value_heldout": v_out,
-                       "as_run": _num(m["as_run_p"][metric][ci]), "in_sample": _num(ins), "in_lo": _num(in_lo),
-                       "in_hi": _num(in_hi), "heldout": _num(ho), "heldout_lo": _num(ho_lo), "heldout_hi": _num(ho_hi),
-                       "gap": _num(ins - ho), "gap_lo": _num(gap_lo), "gap_hi": _num(gap_hi),
+                       "as_run": as_float(m["as_run_p"][metric][ci]), "in_sample": as_float(ins), "in_lo": as_float(in_lo),
+                       "in_hi": as_float(in_hi), "heldout": as_float(ho), "heldout_lo": as_float(ho_lo), "heldout_hi": as_float(ho_hi),
+                       "gap": as_float(ins - ho), "gap_lo": as_float(gap_lo), "gap_hi": as_float(gap_hi),
                        "reference": ref or "", "vs_reference": None, "vs_reference_lo": None, "vs_reference_hi": None}
                 if ref_m is not None and ref_p is not None:
                     lo, hi = percentile_interval(m["ho_r"][metric][:, ci] - ref_m[metric][:, ci])
-                    row.update(vs_reference=_num(ho - ref_p[metric][ci]), vs_reference_lo=_num(lo), vs_reference_hi=_num(hi))
+                    row.update(vs_reference=as_float(ho - ref_p[metric][ci]), vs_reference_lo=as_float(lo), vs_reference_hi=as_float(hi))
                 cv.rows.append(row)
     return cv
 
 
-def _num(v) -> float | None:
-    v = float(v)
-    return None if np.isnan(v) else v
 
 
 def _value(v) -> str:

@@ -63,8 +63,8 @@ def deploy_view(data, build: Callable[[str], Any], *, rounds: int, seed: int) ->
         for name, units, calls, closed in parts:
             if not len(units) or not len(calls):
                 continue
-            rows = deploy_rows(units, calls, closed, rounds=rounds, seed=seed)
             outcomes = run_outcomes(units, closed)
+            rows = deploy_rows(units, calls, closed, rounds=rounds, seed=seed, outcomes=outcomes)
             sources.append(f"{name}: {outcomes.source}" if name else outcomes.source)
             curves = []
             if outcomes.known:

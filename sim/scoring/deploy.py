@@ -30,7 +30,9 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from sim.files import write_csv
+from scenarios.outcome import FAILURE, OUTCOMES, SUCCESS, UNKNOWN
+from scenarios.severity import BLIP, RUNAWAY, Severity
+from sim.files import read_table, write_csv
 from sim.numbers import as_float
 from sim.scoring.uncertainty import LEVEL, ROUNDS, SEED, Bootstrap, percentile_interval
 
@@ -55,7 +57,6 @@ METRICS = (
     ("nudge", "nudges_per_100_clean", "clean_alarms", "clean_calls", 100.0),
 )
 
-_RUN_OUTCOMES = {"success", "failure", "unknown"}
 _TRUE = {"true", "1", "yes"}
 
 
@@ -68,7 +69,7 @@ class Outcomes:
 
     @property
     def known(self) -> bool:
-        return any(v in ("success", "failure") for v in self.by_episode.values())
+        return any(v in (SUCCESS, FAILURE) for v in self.by_episode.values())
 
 
 def _flag(v) -> bool | None:
@@ -83,27 +84,23 @@ def run_outcomes(episodes: pd.DataFrame, closed: pd.DataFrame | None = None) -> 
     """Run outcome per episode: from ``episodes.csv`` where recorded, else from an uninterrupted
     closed-loop play in ``closed.csv``, else ``unknown``."""
     ids = list(dict.fromkeys(episodes["episode"].astype(str))) if len(episodes) else []
-    out = {e: "unknown" for e in ids}
+    out = {e: UNKNOWN for e in ids}
     col = "run_outcome" if "run_outcome" in episodes else None
-    if col is None and "outcome" in episodes and set(episodes["outcome"].dropna().astype(str)) <= _RUN_OUTCOMES:
+    if col is None and "outcome" in episodes and set(episodes["outcome"].dropna().astype(str)) <= set(OUTCOMES):
         col = "outcome"
     source = "none"
     if col is not None:
         for e, v in zip(episodes["episode"].astype(str), episodes[col].astype(str)):
-            if v in ("success", "failure") and out.get(e) == "unknown":
+            if v in (SUCCESS, FAILURE) and out.get(e) == UNKNOWN:
                 out[e] = v
                 source = "episodes.csv"
     if source == "none" and closed is not None and len(closed):
         quiet = closed[(closed[["nudge", "prune", "escalate", "stop"]].fillna(0).sum(axis=1) == 0)]
         for e, s in zip(quiet["episode"].astype(str), quiet["success"]):
-            if e in out and out[e] == "unknown":
-                out[e] = "success" if _flag(s) else "failure"
+            if e in out and out[e] == UNKNOWN:
+                out[e] = SUCCESS if _flag(s) else FAILURE
                 source = "closed.csv (uninterrupted closed-loop play)"
     return Outcomes(out, source)
-
-
-#: Redundant calls in a row from the onset (the onset included) that make a loop runaway (SPEC §11).
-RUNAWAY_PERSISTENCE = 3
 
 
 def severities(units: pd.DataFrame, calls: pd.DataFrame) -> list[str]:
@@ -112,10 +109,10 @@ def severities(units: pd.DataFrame, calls: pd.DataFrame) -> list[str]:
     Read from the ``severity`` column where recorded. Where it is not, it follows from the
     ``calls.csv`` labels of a single-path episode (every call at its own path position):
     persistence = loop-labelled calls in a row from the onset; runaway when it is at least
-    :data:`RUNAWAY_PERSISTENCE` or lasts to the episode's last call. Branching episodes stay unknown.
+    :data:`scenarios.severity.RUNAWAY_PERSISTENCE` or lasts to the episode's last call. Branching episodes stay unknown.
     """
     if "severity" in units:
-        return [s if s in ("runaway", "blip") else "unknown" for s in units["severity"].fillna("").astype(str)]
+        return [s if s in (RUNAWAY, BLIP) else UNKNOWN for s in units["severity"].fillna("").astype(str)]
     runs: dict[str, list] = {}
     if len(calls) and "label_loop" in calls:
         for e, g in calls.groupby(calls["episode"].astype(str), sort=False):
@@ -128,11 +125,11 @@ def severities(units: pd.DataFrame, calls: pd.DataFrame) -> list[str]:
     for e, o in zip(units["episode"].astype(str), onsets):
         seq = runs.get(e)
         if seq is None or np.isnan(o):
-            out.append("unknown")
+            out.append(UNKNOWN)
             continue
         after = [lab for d, lab in seq if d >= o]
         persistence = next((i for i, lab in enumerate(after) if lab is not True), len(after))
-        out.append("runaway" if persistence >= RUNAWAY_PERSISTENCE or persistence == len(after) else "blip")
+        out.append(Severity(persistence, persistence == len(after)).severity)
     return out
 
 
@@ -184,7 +181,7 @@ def episode_totals(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[s
             continue
         x[r, _F["loops"]] += 1
         x[r, _F["loops_caught"]] += bool(c)
-        if sev != "unknown":
+        if sev != UNKNOWN:
             x[r, _F[sev]] += 1
             x[r, _F[sev + "_caught"]] += bool(c)
     return x
@@ -213,15 +210,17 @@ def _note(metric: str, outcomes: Outcomes, has_severity: bool, has_tokens: bool,
 
 
 def deploy_rows(episodes: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFrame | None = None, *,
-                rounds: int = ROUNDS, seed: int = SEED, level: float = LEVEL) -> list[dict]:
-    """``deploy.csv`` rows (:data:`DEPLOY_COLUMNS`) for every detector of a run's files."""
+                rounds: int = ROUNDS, seed: int = SEED, level: float = LEVEL,
+                outcomes: Outcomes | None = None) -> list[dict]:
+    """``deploy.csv`` rows (:data:`DEPLOY_COLUMNS`) for every detector of a run's files
+    (``outcomes``: :func:`run_outcomes` of the same files, when the caller has it)."""
     if not len(episodes) or not len(calls):
         return []
-    outcomes = run_outcomes(episodes, closed)
+    outcomes = outcomes or run_outcomes(episodes, closed)
     ep_fam = dict(zip(episodes["episode"].astype(str), episodes["family"].astype(str)))
     keys = {e: i for i, e in enumerate(ep_fam)}
     boot = Bootstrap(list(keys), [ep_fam[e] for e in keys], rounds=rounds, seed=seed, level=level)
-    has_sev = bool(len(episodes)) and any(v != "unknown" for v in severities(
+    has_sev = bool(len(episodes)) and any(v != UNKNOWN for v in severities(
         episodes.drop_duplicates(["episode", "unit"]), calls.drop_duplicates(["episode", "node"])))
     has_tok = "tokens" in calls and bool(pd.to_numeric(calls["tokens"], errors="coerce").fillna(0).gt(0).any())
     rows = []
@@ -292,13 +291,6 @@ def halt_levels(calls: pd.DataFrame) -> list[int]:
     scores = pd.to_numeric(calls.loc[alarmed, "score"], errors="coerce").dropna()
     top = float(scores.max()) if len(scores) else 1.0
     return list(range(0, int(min(MAX_HALT, max(1, math.ceil(top)))) + 1))
-
-
-def read_table(path: Path) -> pd.DataFrame:
-    """A result CSV as the report reads it (empty cells are missing), empty when absent."""
-    if not path.exists() or path.stat().st_size == 0:
-        return pd.DataFrame()
-    return pd.read_csv(path, keep_default_na=False, na_values=[""], low_memory=False)
 
 
 def write_deploy(run_dir: Path, out: Path | None = None, *, rounds: int = ROUNDS, seed: int = SEED) -> list[dict]:

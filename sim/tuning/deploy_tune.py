@@ -24,7 +24,6 @@ leaving each corpus out and scores it on the held-out one.
 from __future__ import annotations
 
 import io
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -33,6 +32,7 @@ import pandas as pd
 
 from detectors.protocol import Detector
 from sim.scoring.deploy import FIELDS, caught_from_calls, episode_totals, halt_levels, metrics_from_totals
+from sim.numbers import as_float
 from sim.tuning.params import Overrides, TuningError
 
 _F = {f: i for i, f in enumerate(FIELDS)}
@@ -70,8 +70,8 @@ class Setting:
     def figures(self) -> dict[str, float | None]:
         m = metrics_from_totals(self.totals)
         n = metrics_from_totals(self.nudge)
-        out = {k: _num(m[k]) for k in HALT_FIGURES}
-        out.update({k: _num(n[k]) for k in NUDGE_FIGURES})
+        out = {k: as_float(m[k]) for k in HALT_FIGURES}
+        out.update({k: as_float(n[k]) for k in NUDGE_FIGURES})
         return out
 
     def counts(self, num: str, den: str) -> tuple[int, int]:
@@ -82,21 +82,13 @@ class Setting:
         excess = max(0.0, t[_F["succ_stopped"]] - cap * t[_F["succ"]])
         figs = metrics_from_totals(t)
         late = self.value + sum(self.tools.values()) / 1000.0
-        return (round(excess, 9), -_zero(figs["failed_calls_saved"]), -_zero(figs["runaway_caught"]),
-                -_zero(figs["loops_caught"]), -late)
+        return (round(excess, 9), -(as_float(figs["failed_calls_saved"]) or 0.0), -(as_float(figs["runaway_caught"]) or 0.0),
+                -(as_float(figs["loops_caught"]) or 0.0), -late)
 
     def met(self, cap: float) -> bool:
         return self.totals[_F["succ_stopped"]] <= cap * self.totals[_F["succ"]] + 1e-9
 
 
-def _num(v) -> float | None:
-    v = float(v)
-    return None if math.isnan(v) else v
-
-
-def _zero(v) -> float:
-    v = float(v)
-    return 0.0 if math.isnan(v) else v
 
 
 class HaltEvaluator:
