@@ -66,7 +66,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from detectors.protocol import Observation, ToolCall, result_known, unrecorded
 from detectors.result_news import NOT_FOUND
-from scenarios import labeling
+from scenarios import labeling, realsuite
 from scenarios.importers._common import unique_id
 from scenarios.lexicon import FILLER, concepts_of
 from scenarios.text import cosmetic_variants, paraphrase
@@ -619,10 +619,10 @@ def _silent_redelegation(src: Source, rng: random.Random, sim: Similarity) -> Pl
                                                                                               "task", "request")
     # A delegation is a write when it succeeds (it hands the work on); its own success
     # does not make its repeat news, so it may be repeated while no other write came after.
+    delegations = [j for j in range(len(src)) if delegation(j) and src.text[j] is not None and not src.error[j]]
     points = []
     for at in src.points():
-        js = [j for j in range(at) if delegation(j) and src.text[j] is not None and not src.error[j]
-              and not any(src.ok_write[i] for i in range(j + 1, at))]
+        js = [j for j in delegations if j < at and j >= src.last_write[at]]  # no other write since
         if js:
             points.append((at, js))
     if not points:
@@ -665,12 +665,17 @@ def _paging(src: Source, rng: random.Random, sim: Similarity) -> Plan | None:
     trace (the agent has not seen it yet): paging that brings new text."""
     cands = []
     for at in src.points():
+        seen = set(src.text[:at])
+        later_by_tool: dict[str, list[int]] = {}
         for j in range(at):
             c = src.calls[j].call
             if not (src.text[j] and not src.error[j] and _SEARCHY.search(c.tool) and not src.write[j]):
                 continue
-            later = [i for i in range(at, len(src)) if src.calls[i].call.tool == c.tool and src.text[i]
-                     and not failed(src.calls[i].observation) and len(src.text[i]) >= 20 and src.text[i] not in src.text[:at]]
+            later = later_by_tool.get(c.tool)
+            if later is None:
+                later = later_by_tool[c.tool] = [
+                    i for i in range(at, len(src)) if src.calls[i].call.tool == c.tool and src.text[i]
+                    and not failed(src.calls[i].observation) and len(src.text[i]) >= 20 and src.text[i] not in seen]
             if later:
                 cands.append((at, j, later))
     if not cands:
@@ -834,6 +839,5 @@ def _lazy_model_similarity() -> Similarity:
     return sim
 
 
-def onset_of(ep: Episode) -> int | None:
-    """0-based index of the first call labelled ``loop: true`` (the onset), if any."""
-    return next((i for i, n in enumerate(ep.tool_nodes()) if n.label is not None and n.label.loop), None)
+#: 0-based index of the first call labelled ``loop: true`` (the onset), if any.
+onset_of = realsuite.label_onset

@@ -623,7 +623,7 @@ def _severity_fields(sev: Severity | None) -> dict[str, Any]:
 def human_proposal(ep: Episode) -> Proposal:
     """A trace a person decided, as the review file lists it (confidence 1)."""
     tools = ep.tool_nodes()
-    onset = next((i for i, n in enumerate(tools) if n.label is not None and n.label.loop), None)
+    onset = realsuite.label_onset(ep)
     decision = ep.meta.get(DECISION_KEY)
     sev = None
     if onset is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from detectors.protocol import ToolCall
 
@@ -25,6 +26,11 @@ CONCEPT_NAMES = sorted(CONCEPTS)
 def span(v) -> tuple[int, int]:
     """A family parameter as an inclusive range: ``(lo, hi)``, ``[lo, hi]`` or one number."""
     return (int(v), int(v)) if isinstance(v, (int, float)) else (int(v[0]), int(v[1]))
+
+
+def loop_length(rng: random.Random, p: dict[str, Any]) -> int:
+    """A looping family's stuck stretch: drawn from its ``loop_length`` parameter."""
+    return rng.randint(*span(p["loop_length"]))
 
 
 class ScriptError(AssertionError):

@@ -24,7 +24,7 @@ from ..shell import current
 from ..text import cosmetic_variants, jaccard, paraphrase, render
 from ..webtools import SITES, canonical_url, page_links, page_url
 from ..worldtools import request_key, viewports
-from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, span
+from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, loop_length, span
 from .hard_negatives import TREE, finish, start_world
 from .loops import COMMON, Stuck, build_looping
 from .shell_agent import TEST_COMMANDS, bash, edit_command
@@ -43,10 +43,6 @@ def level(rng: random.Random, p: dict[str, Any]) -> float:
     if not 0.0 <= lo <= hi <= 1.0:
         raise ValueError(f"difficulty must lie in [0, 1] (lo <= hi), not {v!r}")
     return lo if lo == hi else rng.uniform(lo, hi)
-
-
-def _n(rng: random.Random, p: dict[str, Any]) -> int:
-    return rng.randint(*span(p["loop_length"]))
 
 
 # -- τ-bench: a failed write, then the identical read again ------------------------------------
@@ -92,7 +88,7 @@ def failed_write_reread(rng: random.Random, p: dict[str, Any]) -> Scenario:
             return ToolCall("update_record", {"record_id": rid, "field": key, "value": v})
 
         b.add(write(0), thought=f"Now changing {key} on {rid}.")  # the first refusal is news
-        n = _n(rng, p)
+        n = loop_length(rng, p)
         calls = [read if i % 2 == 0 else write(i) for i in range(n)]
         return Stuck(calls, meta={"variant": variant, "field": key, "difficulty": round(d, 3)})
 
@@ -189,7 +185,7 @@ def web_revisit(rng: random.Random, p: dict[str, Any]) -> Scenario:
             seen.append(home)
         probe = b.fork()
         calls: list[ToolCall] = []
-        for _ in range(_n(rng, p)):
+        for _ in range(loop_length(rng, p)):
             here = probe.ws.browser[0]
             back = [t for t, u in page_links(b.world.seed, here).items() if u in seen] if not here.startswith("search/") else []
             if back and rng.random() < 0.5:
@@ -254,7 +250,7 @@ def redelegate_same_page(rng: random.Random, p: dict[str, Any]) -> Scenario:
         page = b.ws.browser[0]
         seen_asks = [text]
         calls: list[ToolCall] = []
-        n = _n(rng, p)
+        n = loop_length(rng, p)
         while len(calls) < n:
             for _ in range(20):
                 words = paraphrase(q, rng) if rng.random() < 0.3 + 0.7 * d else q
@@ -301,7 +297,7 @@ def noisy_repeat(rng: random.Random, p: dict[str, Any]) -> Scenario:
         if not b.gains(call):
             raise ScriptError("nothing fresh to repeat")
         b.add(call, thought="Let me look at that.")
-        return Stuck([call] * _n(rng, p), meta={"variant": variant, "difficulty": round(d, 3)})
+        return Stuck([call] * loop_length(rng, p), meta={"variant": variant, "difficulty": round(d, 3)})
 
     return build_looping(rng, p, "noisy_repeat", setup, prefix=prefix)
 
@@ -350,7 +346,7 @@ def late_loop(rng: random.Random, p: dict[str, Any]) -> Scenario:
         b.add(a)
         x = b.productive(tools=("read_file", "list_dir", "calc"))
         b.add(x)
-        n = _n(rng, p)
+        n = loop_length(rng, p)
         variant = rng.choice(("consecutive", "interleaved"))
         calls = [a] * n if variant == "consecutive" else [a if i % 2 == 0 else x for i in range(n)]
         return Stuck(calls, meta={"variant": variant, "stretch": stretch, "difficulty": round(d, 3)})
@@ -382,7 +378,7 @@ def paraphrase_far(rng: random.Random, p: dict[str, Any]) -> Scenario:
             raise ScriptError("no fresh search")
         b.add(a)
         seen = [a.args["query"]]
-        for _ in range(_n(rng, p)):
+        for _ in range(loop_length(rng, p)):
             cands = [render(cs, rng) if rng.random() < d else paraphrase(seen[-1], rng, avoid=seen) for _ in range(pool)]
             cands = [c for c in cands if c.strip().lower() not in {s.strip().lower() for s in seen}] or cands
             seen.append(min(cands, key=lambda c: (max(jaccard(c, s) for s in seen), c)))
@@ -404,7 +400,7 @@ def drift_multi(rng: random.Random, p: dict[str, Any]) -> Scenario:
     moving = 1 + int(round(2 * d))
 
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
-        n = _n(rng, p)
+        n = loop_length(rng, p)
         if rng.random() < 0.5:  # a report API whose range parameters do not change the report
             url = f"https://reports.example.com/v2/{rng.choice(CONCEPT_NAMES)}/{rng.randint(1, 999)}"
             params = {"from": 1, "to": 28, "page_size": 50}
@@ -466,7 +462,7 @@ def cycle_reworded(rng: random.Random, p: dict[str, Any]) -> Scenario:
             b.add(c)
             members.append(c)
         calls = []
-        for i in range(max(_n(rng, p), 2 * k)):
+        for i in range(max(loop_length(rng, p), 2 * k)):
             c = members[i % k]
             calls.append(_respelled(c, rng) if rng.random() < d else c)
         return Stuck(calls, meta={"cycle": k, "difficulty": round(d, 3)})
@@ -539,7 +535,7 @@ def paging_overrun(rng: random.Random, p: dict[str, Any]) -> Scenario:
         q, total = _pageable(b, rng, least=size + 2)
         page = _page_through(b, q, total, size)
         b.add(ToolCall("search", {"query": q, "limit": size, "page": page}), thought="One more page.")  # first empty: news
-        calls = [ToolCall("search", {"query": q, "limit": size, "page": page + i + 1}) for i in range(_n(rng, p))]
+        calls = [ToolCall("search", {"query": q, "limit": size, "page": page + i + 1}) for i in range(loop_length(rng, p))]
         return Stuck(calls, meta={"difficulty": round(d, 3), "page_size": size, "results": total})
 
     return build_looping(rng, p, "paging_overrun", setup)

@@ -19,7 +19,7 @@ from ..base import Scenario, family
 from ..lexicon import concepts_of
 from ..text import cosmetic_variants, paraphrase, render
 from ..world import World
-from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, fixed_loop, span
+from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, fixed_loop, loop_length, span
 
 #: Parameters every looping family takes (see ``loopbench list --family NAME``):
 #: ``prefix`` productive calls before the loop (where it starts), ``loop_length`` stuck
@@ -126,17 +126,13 @@ def _grow(b: PathBuilder, rng: random.Random, k: int, depth: int, leaf: Callable
     return b.script(branches=tuple(branches))
 
 
-def _length(rng: random.Random, p: dict[str, Any]) -> int:
-    return rng.randint(*span(p["loop_length"]))
-
-
 @family("stale", looping=True, **COMMON)
 def stale(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """The identical call again, unchanged result: consecutive, interleaved, key-reordered."""
 
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
         variant = rng.choice(("consecutive", "interleaved", "reordered"))
-        n = _length(rng, p)
+        n = loop_length(rng, p)
         a = b.productive(tools=("search", "read_file", "http_get", "list_dir"))
         if variant == "reordered" or a.tool == "search":
             a = ToolCall(a.tool, {**a.args, "limit": 3}) if a.tool == "search" else a
@@ -168,7 +164,7 @@ def cosmetic_family(rng: random.Random, p: dict[str, Any]) -> Scenario:
             a = _searchable(b, rng)
             b.add(a)
             text = a.args["query"]
-            return Stuck([ToolCall("search", {"query": q}) for q in cosmetic_variants(text, rng, _length(rng, p))])
+            return Stuck([ToolCall("search", {"query": q}) for q in cosmetic_variants(text, rng, loop_length(rng, p))])
         path = rng.choice(sorted(f for f in b.world.files))
         a = ToolCall("read_file", {"path": path})
         if not b.gains(a):
@@ -176,7 +172,7 @@ def cosmetic_family(rng: random.Random, p: dict[str, Any]) -> Scenario:
             path = a.args["path"]
         b.add(a)
         forms = [f"./{path}", f"{path} ", f" {path}", path.replace("/", "//"), f"./{path} "]
-        return Stuck([ToolCall("read_file", {"path": forms[i % len(forms)]}) for i in range(_length(rng, p))])
+        return Stuck([ToolCall("read_file", {"path": forms[i % len(forms)]}) for i in range(loop_length(rng, p))])
 
     return build_looping(rng, p, "cosmetic", setup)
 
@@ -189,7 +185,7 @@ def paraphrased(rng: random.Random, p: dict[str, Any]) -> Scenario:
         a = _searchable(b, rng, k=rng.choice((2, 2, 3)))
         b.add(a)
         seen = [a.args["query"]]
-        for _ in range(_length(rng, p)):
+        for _ in range(loop_length(rng, p)):
             seen.append(paraphrase(a.args["query"], rng, avoid=seen[-3:]))
         return Stuck([ToolCall("search", {"query": q}) for q in seen[1:]])
 
@@ -209,7 +205,7 @@ def drift(rng: random.Random, p: dict[str, Any]) -> Scenario:
                 break
         else:
             raise ScriptError("no short result list to drift over")
-        n = _length(rng, p)
+        n = loop_length(rng, p)
         if rng.random() < 0.5:
             b.add(ToolCall("search", {"query": q, "limit": total}))
             return Stuck([ToolCall("search", {"query": q, "limit": total + 1 + i}) for i in range(n)], meta={"variant": "limit"})
@@ -237,7 +233,7 @@ def cycle(rng: random.Random, p: dict[str, Any]) -> Scenario:
             c = b.productive(tools=("read_file", "search", "list_dir", "http_get", "calc"))
             b.add(c)
             members.append(c)
-        n = max(_length(rng, p), 2 * k)
+        n = max(loop_length(rng, p), 2 * k)
         return Stuck([members[i % k] for i in range(n)], meta={"cycle": k})
 
     return build_looping(rng, p, "cycle", setup)
@@ -249,7 +245,7 @@ def parallel_burst(rng: random.Random, p: dict[str, Any]) -> Scenario:
 
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
         a = b.productive(tools=("http_get", "read_file", "search"))
-        n = _length(rng, p)
+        n = loop_length(rng, p)
         return Stuck([a] * n, productive=frozenset({0}), per_turn=n)
 
     return build_looping(rng, p, "parallel_burst", setup)
@@ -271,7 +267,7 @@ def no_progress(rng: random.Random, p: dict[str, Any]) -> Scenario:
             b.add(ToolCall("list_dir", {"path": d}))
         value = rng.randint(50, 400)
         b.add(ToolCall("calc", {"expression": f"{value} * 1"}))
-        n = _length(rng, p)
+        n = loop_length(rng, p)
         stuck: list[ToolCall] = []
         seen: set[str] = set()
         for _ in range(5000):
@@ -303,7 +299,7 @@ def same_error(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """Different arguments, the same error every time."""
 
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
-        ids = rng.sample(range(1000, 9999), _length(rng, p) + 1)
+        ids = rng.sample(range(1000, 9999), loop_length(rng, p) + 1)
         resource = rng.choice(("orders", "users", "invoices", "tickets"))
         calls = [ToolCall("http_get", {"url": f"https://api.internal/{resource}/{i}"}) for i in ids]
         b.add(calls[0])  # the first 401 is news
@@ -320,7 +316,7 @@ def evasion(rng: random.Random, p: dict[str, Any]) -> Scenario:
     def setup(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> Stuck:
         a = _searchable(b, rng, k=rng.choice((2, 2, 3)))
         b.add(a)
-        n = max(_length(rng, p), nudge_at + 2)
+        n = max(loop_length(rng, p), nudge_at + 2)
         # Every rewording differs from all the others after normalisation, so the guard
         # that nudged the repeat does not fire again: the agent has evaded it.
         seen = [a.args["query"]]
@@ -385,7 +381,7 @@ def replan(rng: random.Random, p: dict[str, Any]) -> Scenario:
         b.turns.append(Intent((), "These results change things; the plan is stale. Re-planning: " + "; ".join(new_plan) + ".",
                               plan=new_plan))
         stuck = []
-        for j in range(_length(rng, p)):
+        for j in range(loop_length(rng, p)):
             c = calls[again[j % k]]
             stuck.append(_reword(c, rng) if rng.random() < 0.5 else c)
 

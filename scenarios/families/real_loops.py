@@ -22,16 +22,12 @@ from detectors.protocol import ToolCall
 from ..base import Scenario, family
 from ..text import paraphrase, render
 from ..worldtools import request_key, viewports
-from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, span
+from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, loop_length
 from .loops import COMMON, Stuck, build_looping
 
 #: Real loops run for a handful of repeats before the agent or its budget gives up (the
 #: ReAct traces halt after a few, Magentic-One re-delegates five to ten times), not 30-50.
 REAL = {**COMMON, "loop_length": (8, 20)}
-
-
-def _length(rng: random.Random, p: dict[str, Any]) -> int:
-    return rng.randint(*span(p["loop_length"]))
 
 
 @family("search_dead_end", looping=True, **{**REAL, "personas": ("paraphraser", "stubborn")})
@@ -48,7 +44,7 @@ def search_dead_end(rng: random.Random, p: dict[str, Any]) -> Scenario:
             raise ScriptError("no failing look-up with fresh suggestions")
         b.add(first, thought=f"Looking up {entity!r}.")
         seen = [entity]
-        for _ in range(_length(rng, p)):
+        for _ in range(loop_length(rng, p)):
             if rng.random() < 0.25:  # quoted, as agents often retry a title
                 nxt = f'"{paraphrase(entity, rng, avoid=seen[-3:])}"'
             else:
@@ -73,7 +69,7 @@ def rerun_code(rng: random.Random, p: dict[str, Any]) -> Scenario:
         b.add(ToolCall("run_code", {"code": code}), thought="Running the computation.")
         variant = rng.choice(("exact", "cosmetic"))
         stuck = []
-        for i in range(_length(rng, p)):
+        for i in range(loop_length(rng, p)):
             if variant == "exact" or i % 3 == 0:
                 stuck.append(code)
             else:  # a comment, blank lines or spacing changed: the same computation
@@ -94,7 +90,7 @@ def scroll_stall(rng: random.Random, p: dict[str, Any]) -> Scenario:
         args = rng.choice(({}, {"direction": "down"}))
         for _ in range(viewports(b.world.seed, url) - 1):
             b.add(ToolCall("scroll", dict(args)), thought="Scrolling down.")
-        return Stuck([ToolCall("scroll", dict(args))] * _length(rng, p), meta={"screens": viewports(b.world.seed, url)})
+        return Stuck([ToolCall("scroll", dict(args))] * loop_length(rng, p), meta={"screens": viewports(b.world.seed, url)})
 
     return build_looping(rng, p, "scroll_stall", setup)
 
@@ -119,7 +115,7 @@ def redelegate(rng: random.Random, p: dict[str, Any]) -> Scenario:
             raise ScriptError("no fresh request to delegate")
         b.add(first, thought=f"Asking {agent} for {q!r}.")
         seen = [first.args["instruction"]]
-        for _ in range(_length(rng, p)):
+        for _ in range(loop_length(rng, p)):
             for _ in range(20):
                 text = rng.choice(_ASKS).format(q=paraphrase(q, rng))
                 if text not in seen[-3:] and request_key(text) == request_key(q):
