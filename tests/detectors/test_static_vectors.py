@@ -62,7 +62,10 @@ def _rewording_run(guard):
     return decisions
 
 
-def test_progress_guard_on_static_vectors_flags_a_rewording_that_returned_nothing_new():
+def test_progress_guard_on_static_vectors_flags_a_rewording_that_returned_nothing_new(monkeypatch):
+    # A cold process-wide static embedder: another test in this worker (docs/detectors.md's
+    # example asks the same questions) would otherwise have cached these texts already.
+    monkeypatch.setattr("detectors.static_vectors._SHARED", None)
     guard = ProgressGuard(semantic_vectors="static")
     decisions = _rewording_run(guard)
     assert [d.verdict for d in decisions[:3]] == [Verdict.ALLOW] * 3
