@@ -12,8 +12,9 @@ from sim.cli.app import LoopbenchError, split_list
 from sim.numbers import number_text
 
 
-def _episodes(suite, families, episodes, seed, progress):
-    """The suite's episodes: loaded for a real suite, else generated as ``run`` does."""
+def _episodes(suite, families, episodes, seed, progress, corpus=None):
+    """The suite's episodes: loaded for a real suite (``corpus``: the local copy of the corpora
+    not shipped), else generated as ``run`` does."""
     from scenarios.base import registered
     from scenarios.injected_suite import load_real_episodes
     from scenarios.suites import SuiteError, load_suite
@@ -29,8 +30,12 @@ def _episodes(suite, families, episodes, seed, progress):
     if unknown:
         raise LoopbenchError(f"unknown families of suite {s.name!r}: {', '.join(unknown)} (see `loopbench list`)")
     sd = s.seed if seed is None else seed
+    if corpus is not None and not s.real:
+        raise LoopbenchError("--corpus is for real suites (e.g. --suite real-dev)")
+    if corpus is not None and not Path(corpus).is_dir():
+        raise LoopbenchError(f"{corpus}: no such corpus directory")
     if s.real:
-        return s, sd, [ep for ep in load_real_episodes(s.name) if ep.family in fams]
+        return s, sd, [ep for ep in load_real_episodes(s.name, corpus) if ep.family in fams]
     n = episodes or s.episodes
     return s, sd, generate_episodes(build_scenarios(fams, n, sd, s.family_params, s.family_weights), progress)
 
@@ -39,8 +44,34 @@ def _pct(v) -> str:
     return number_text(v, 1, True)
 
 
+def oracle_ceiling(units, calls, outcomes, cap: float, delta: int) -> dict:
+    """What the labels allow any guard under the cap: the label oracle's point (halting at each
+    episode's k-th labelled redundant call) that saves the most failed-run calls while stopping at
+    most ``cap`` of the successful runs, and its point at the onset (k = 1)."""
+    from sim.scoring.deploy import oracle_curve
+
+    pts = oracle_curve(units, calls, outcomes, delta)
+    under = [p for p in pts if p["successes_stopped"] is not None and p["successes_stopped"] <= cap + 1e-9]
+    best = max(under, key=lambda p: (p["failed_calls_saved"] or 0.0, p["runaway_caught"] or 0.0, -p["value"]),
+               default=None)
+    return {"within_cap": best, "at_onset": pts[0] if pts else None}
+
+
+def ceiling_text(c: dict, cap: float) -> str:
+    on, best = c["at_onset"], c["within_cap"]
+    if on is None or on["successes_stopped"] is None:
+        return "Label oracle: no run outcome known."
+    text = (f"Label oracle (halts at each run's k-th labelled redundant call: what the labels allow any guard): "
+            f"at the onset it stops {_pct(on['successes_stopped'])} of successful runs, saves "
+            f"{_pct(on['failed_calls_saved'])} of failed-run calls, catches {_pct(on['runaway_caught'])} of runaway loops")
+    if best is None:
+        return text + f"; no k stops at most {_pct(cap)}."
+    return text + (f"; within the cap (k = {best['value']}): saves {_pct(best['failed_calls_saved'])}, catches "
+                   f"{_pct(best['runaway_caught'])} of runaway loops within Δ.")
+
+
 def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta, engine, no_progress,
-                as_json) -> None:
+                as_json, corpus=None, per_tool=True) -> None:
     from scenarios.files import atomic_write
     from sim.execute.engines import EngineError
     from sim.execute.rows import CALL_COLUMNS, open_rows
@@ -59,7 +90,7 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
     except TuningError as exc:
         raise LoopbenchError(str(exc)) from None
     delta = DELTA if delta is None else delta
-    s, sd, eps = _episodes(suite, families, episodes, seed, not no_progress)
+    s, sd, eps = _episodes(suite, families, episodes, seed, not no_progress, corpus)
     click.echo(f"tune {spec.label} for deployment: halts may stop at most {_pct(cap)} of successful runs; suite {s.name}, "
                f"{len(eps)} episodes", err=True)
     try:
@@ -71,11 +102,12 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
     units, calls = frames(lines, outcome_rows, CALL_COLUMNS)
     outcomes = run_outcomes(units).by_episode
     try:
-        p = pick(det, units, calls, outcomes, cap, delta=delta)
+        p = pick(det, units, calls, outcomes, cap, delta=delta, per_tool=per_tool)
     except TuningError as exc:
         raise LoopbenchError(f"suite {s.name}: {exc}") from None
+    ceiling = oracle_ceiling(units, calls, outcomes, cap, delta)
     corpora = sorted(set(units["family"].astype(str)))
-    cv = loco(det, units, calls, outcomes, cap, delta=delta) if s.real and len(corpora) >= 2 else []
+    cv = loco(det, units, calls, outcomes, cap, delta=delta, per_tool=per_tool) if s.real and len(corpora) >= 2 else []
 
     say(f"halt values tried: {param} ∈ {p.candidates}; search: " + "; ".join(p.log))
     say(f"\nRecommended: {setting_text(param, p.picked)}"
@@ -92,15 +124,17 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
         say(f"| {name} | {_pct(f['successes_stopped'])} ({ss}/{sn}) | {_pct(f['failed_calls_saved'])} | "
             f"{_pct(f['runaway_caught'])} | {_pct(f['failures_stopped'])} | {_pct(f['loops_caught'])} | "
             f"{_pct(f['blips_nudged'])} | {number_text(f['nudges_per_100_clean'], 2)} |")
+    say("\n" + ceiling_text(ceiling, cap))
     if cv:
         say("\nLeave one corpus out (picked on the other corpora, scored on the held-out one):\n")
-        say("| held-out corpus | setting picked on the others | successes stopped | failed-run calls saved | runaway caught |")
-        say("|---|---|---|---|---|")
+        say("| held-out corpus | setting picked on the others | its per-tool overrides that apply | successes stopped | "
+            "failed-run calls saved | runaway caught |")
+        say("|---|---|---|---|---|---|")
         for r in cv:
             if r["note"]:
-                say(f"| {r['corpus']} | {r['note']} | | | |")
+                say(f"| {r['corpus']} | {r['note']} | | | | |")
                 continue
-            say(f"| {r['corpus']} | {r['setting']} | {_pct(r['successes_stopped'])} ({r['successes']}) | "
+            say(f"| {r['corpus']} | {r['setting']} | {r['overrides_applied']} | {_pct(r['successes_stopped'])} ({r['successes']}) | "
                 f"{_pct(r['failed_calls_saved'])} ({r['failed_calls']}) | {_pct(r['runaway_caught'])} ({r['runaway']}) |")
 
     overrides = p.overrides(det.get_params().get("tool_overrides"))
@@ -108,7 +142,8 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
     header = [
         f"loopbench tune --objective deploy --detector {detector} --max-stopped {cap:g} --suite {s.name}"
         + (f" --families {families}" if families else "") + (f" --episodes {episodes}" if episodes else "")
-        + (f" --seed {sd}" if not s.real else ""),
+        + (f" --seed {sd}" if not s.real else "") + ("" if per_tool else " --global-only")
+        + (" --corpus CORPUS" if corpus else ""),
         f"halt ({param}): successes stopped {_pct(f['successes_stopped'])}, failed-run calls saved "
         f"{_pct(f['failed_calls_saved'])}, runaway loops caught {_pct(f['runaway_caught'])} (in sample"
         + ("" if p.met else f"; cap {_pct(cap)} NOT met") + ")",
@@ -127,5 +162,5 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
             "detector": spec.label, "objective": "deploy", "max_stopped": cap, "met": p.met, "param": param,
             "value": p.picked.value, "tools": p.picked.tools, "candidates": p.candidates,
             "recommended": p.picked.figures, "configured": {"value": p.configured.value, **p.configured.figures},
-            "loco": cv, "episodes": len(eps), "suite": s.name, "out": str(out),
+            "loco": cv, "label_oracle": ceiling, "episodes": len(eps), "suite": s.name, "out": str(out),
         }, indent=2, default=str))

@@ -193,7 +193,7 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     if closed_m:
         write_csv(out / "closed_metrics.csv", closed_m, CLOSED_METRIC_COLUMNS)
         write_csv(out / "closed.csv", closed_e, CLOSED_COLUMNS)
-    write_deploy(out)  # from the files just written, as `loopbench report` recomputes it
+    write_deploy(out, delta=config.delta)  # from the files just written, as `loopbench report` recomputes it
     manifest = build_manifest(
         "run", config.resolved(), config.detectors, [det for _, det in built], profiles_version=profiles_version,
         profiles=profiles, seeds={"suite": config.seed}, episodes=len(episodes),

@@ -16,11 +16,11 @@ import pandas as pd
 
 from sim.execute.rows import NO_GUARD
 from sim.numbers import number_text
-from sim.scoring.deploy import DEPLOY_COLUMNS, deploy_rows, halt_levels, operating_curve, run_outcomes
+from sim.scoring.deploy import (CURVE_METRICS, DEPLOY_COLUMNS, HALT_METRICS, LABEL_ORACLE, METRICS, deploy_rows,
+                                halt_levels, operating_curve, oracle_curve, run_outcomes)
 from sim.scoring.thresholds import CallScores, candidate_values
 
-CURVE_COLUMNS = ["detector", "param", "value", "default", "successes_stopped", "failures_stopped", "failed_calls_saved",
-                 "loops_caught", "runaway_caught", "nudges_per_100_clean"]
+CURVE_COLUMNS = ["detector", "param", "value", "default", *CURVE_METRICS]
 CLOSED_DEPLOY_COLUMNS = ["detector", "episodes", "success_rate", "success_change", "spend", "spend_saved", "stops"]
 
 
@@ -64,16 +64,21 @@ def deploy_view(data, build: Callable[[str], Any], *, rounds: int, seed: int) ->
             if not len(units) or not len(calls):
                 continue
             outcomes = run_outcomes(units, closed)
-            rows = deploy_rows(units, calls, closed, rounds=rounds, seed=seed, outcomes=outcomes)
+            rows = deploy_rows(units, calls, closed, rounds=rounds, seed=seed, outcomes=outcomes, delta=data.delta)
             sources.append(f"{name}: {outcomes.source}" if name else outcomes.source)
             curves = []
             if outcomes.known:
-                by = {(r["detector"], r["metric"]): r["value"] for r in rows}
+                by = {(r["detector"], r["metric"]): r["value"] for r in rows if r["action"] != "configured"}
                 for det in data.detectors:
                     # A detector without a sweepable threshold is one point: the verdicts it stored.
                     curves += _curve(units, calls, data.delta, build, det, outcomes.by_episode) or [
                         {"detector": det, "param": "", "value": None, "default": True,
-                         **{m: by.get((det, m)) for m in CURVE_COLUMNS[4:]}}]
+                         **{m: by.get((det, m)) for m in CURVE_METRICS}}]
+                det0 = str(units["detector"].iloc[0])
+                if "label_loop" in calls:
+                    curves += [{"detector": LABEL_ORACLE, "param": "k", "default": p["value"] == 1, **p}
+                               for p in oracle_curve(units[units["detector"] == det0], calls[calls["detector"] == det0],
+                                                     outcomes.by_episode, data.delta)]
             tag = {"run": name} if name else {}
             view.rows += [{**tag, **r} for r in rows]
             view.curves += [{**tag, **c} for c in curves]
@@ -147,9 +152,10 @@ def plot_operating_curve(view: DeployView, path: Path, palette: dict) -> Path | 
     if "run" not in c:
         c["run"] = ""
     for (run, det), g in c.groupby(["run", "detector"], sort=False):
-        colour = palette.get(det, "grey")
+        colour = "black" if det == LABEL_ORACLE else palette.get(det, "grey")
         style = ("-", "--", ":", "-.")[runs.index(run) % 4 if run in runs else 0]
-        name = det + (f" — {run.split(' (')[0]}" if run else "")
+        name = (det if det != LABEL_ORACLE else "label oracle: halt at the k-th labelled redundant call (k = 1…8)") \
+            + (f" — {run.split(' (')[0]}" if run else "")
         order = np.argsort(g["successes_stopped"].to_numpy(), kind="stable")
         ax.plot(100 * g["successes_stopped"].to_numpy()[order], 100 * g["failed_calls_saved"].to_numpy()[order],
                 style, marker="." if len(g) > 1 else "s", ms=5, lw=1.4, color=colour,
@@ -174,9 +180,7 @@ def plot_operating_curve(view: DeployView, path: Path, palette: dict) -> Path | 
     return save(fig, path)
 
 
-_HALT = ("successes_stopped", "failures_stopped", "failed_calls_saved", "failed_tokens_saved", "loops_caught",
-         "runaway_caught")
-_NUDGE = ("blips_nudged", "runaway_nudged", "nudges_per_100_clean")
+_NUDGE = tuple(m for a, m, *_ in METRICS if a == "nudge")
 
 
 def _cell(r: dict | None) -> str:
@@ -199,8 +203,12 @@ def deploy_section(doc, view: DeployView, ranked: list[str], img: Callable[[str]
         notes = sorted({r["note"] for r in view.rows if r["note"]})
         doc.p("Open loop, from `episodes.csv`/`calls.csv` (all in `deploy.csv`). **Halt** at the first alarm: share of "
               "successful / failed runs stopped, calls of failed runs saved (from the alarmed call on), loops and "
-              "runaway loops caught within Δ. **Nudge** at every alarm: blips and runaway loops nudged within Δ, "
-              "nudges per 100 calls not labelled as loops. 95% bootstrap intervals; (count/of). Run outcomes read "
+              "runaway loops caught within Δ. **As configured**: the same figures when only the guard's own stop / "
+              "escalate verdicts end the run (its nudges and refused calls let it go on). **Nudge** at every alarm: "
+              "blips and runaway loops nudged within Δ, nudges per 100 calls not labelled as loops. The **label "
+              "oracle** halts where the labels put each loop's onset: a run the agent recovered in after a labelled "
+              "loop is stopped by it too, so a cap on successes stopped that it misses no guard meets on these runs. "
+              "95% bootstrap intervals; (count/of). Run outcomes read "
               f"from: {view.outcome_source}." + (" n/a: " + "; ".join(notes) + "." if notes else "")
               + (" Each run has its own tables (the `run` column of `deploy.csv`): real traces and synthetic "
                  "episodes are not pooled." if view.runs else ""))
@@ -210,13 +218,20 @@ def deploy_section(doc, view: DeployView, ranked: list[str], img: Callable[[str]
                 continue
             if run:
                 doc.h(3, f"Open loop on {run}")
-            by = {(r["detector"], r["metric"]): r for r in rows}
-            dets = [d for d in ranked if any(k[0] == d for k in by)] or list(dict.fromkeys(r["detector"] for r in rows))
-            doc.table(["detector (halt)", "successes stopped", "failures stopped", "failed-run calls saved",
-                       "failed-run tokens saved", "loops caught", "runaway caught"],
-                      [[f"`{d}`"] + [_cell(by.get((d, m))) for m in _HALT] for d in dets])
+            by = {(r["detector"], r["action"], r["metric"]): r for r in rows}
+            dets = [d for d in ranked if any(k[0] == d for k in by)] or list(
+                dict.fromkeys(r["detector"] for r in rows if r["detector"] != LABEL_ORACLE))
+            halt_head = ["successes stopped", "failures stopped", "failed-run calls saved", "failed-run tokens saved",
+                         "loops caught", "runaway caught"]
+            oracle = [["label oracle (halts at the labelled onset)"]
+                      + [_cell(by.get((LABEL_ORACLE, "halt", m))) for m in HALT_METRICS]] \
+                if any(k[0] == LABEL_ORACLE for k in by) else []
+            doc.table(["detector (halt at the first alarm)"] + halt_head,
+                      [[f"`{d}`"] + [_cell(by.get((d, "halt", m))) for m in HALT_METRICS] for d in dets] + oracle)
+            doc.table(["detector (as configured: stop / escalate halt)"] + halt_head,
+                      [[f"`{d}`"] + [_cell(by.get((d, "configured", m))) for m in HALT_METRICS] for d in dets])
             doc.table(["detector (nudge)", "blips nudged", "runaway nudged", "nudges / 100 clean calls"],
-                      [[f"`{d}`"] + [_cell(by.get((d, m))) for m in _NUDGE] for d in dets])
+                      [[f"`{d}`"] + [_cell(by.get((d, "nudge", m))) for m in _NUDGE] for d in dets])
         if view.curves:
             img("operating_curve.png")
             doc.p("Every swept threshold of each detector is in `deploy_curves.csv`.")
@@ -240,8 +255,10 @@ def deploy_section(doc, view: DeployView, ranked: list[str], img: Callable[[str]
 
 def disagreements(view: DeployView) -> list[str]:
     """Sentences naming detectors whose open-loop successes stopped and closed-loop success change
-    tell different stories (one says the guard costs successful runs, the other that it does not)."""
-    by = {(r.get("run", ""), r["detector"], r["metric"]): r for r in view.rows}
+    tell different stories (one says the guard costs successful runs, the other that it does not).
+    The open-loop side is the guard as configured — its stop / escalate verdicts halt — since that is
+    what the closed loop plays."""
+    by = {(r.get("run", ""), r["detector"], r["metric"]): r for r in view.rows if r["action"] == "configured"}
     out = []
     for run in view.runs or [""]:
         where = f" on {run}" if run else ""
@@ -257,9 +274,9 @@ def disagreements(view: DeployView) -> list[str]:
 
 
 def _disagreement(r: dict, o: dict, where: str, open_costs: bool) -> str:
-    return (f"`{r['detector']}` stops {number_text(o['value'], 1, True)} of successful runs open loop{where}, "
+    return (f"`{r['detector']}` as configured stops {number_text(o['value'], 1, True)} of successful runs open loop{where}, "
             f"but its closed-loop task success changes by {number_text(r['success_change'], 1, True)} "
-            + ("(a nudge or a pruned branch lets the agent recover; a halt after the work is done costs nothing)."
+            + ("(a halt after the work is done, or on a branch the agent had left, costs nothing)."
                if open_costs else "(the guard stops or misleads runs whose unguarded play would have succeeded).")
             )
 

@@ -8,7 +8,16 @@ a source of run outcomes for synthetic episodes), per detector and per action:
   first alarm on (the alarmed call is refused, so it is saved too) over all calls of failed
   runs — and loops / runaway loops caught (the scorer's TP: first alarm within Δ of the onset);
 - **nudge** at every alarm: blips and runaway loops nudged (an alarm within Δ of the onset) and
-  nudges per 100 clean calls (alarms on calls not labelled as loops, every call scored).
+  nudges per 100 clean calls (alarms on calls not labelled as loops, every call scored);
+- **configured**, the guard as it was run: its ``stop`` / ``escalate`` verdicts halt the run, a
+  ``nudge`` or a refused (``prune``) call lets it go on — the halt figures of that policy, a
+  loop counted caught when the first halt falls within Δ of its onset. A guard that nudges
+  first is judged here on what it would do, not on a halt it never makes.
+
+The **label oracle** (``label_oracle``, a reference like the closed loop's ``no_guard``) halts at
+the k-th call the labels mark redundant (k = 1: at the onset): what the labels themselves allow.
+A cap on successful runs stopped that the oracle cannot meet with a given saving is a cap no
+loop guard meets either — its runs contain labelled loops the agent recovered from.
 
 A run's outcome (success / failure / unknown) is read from ``episodes.csv`` (column
 ``run_outcome``, or ``outcome`` when it holds outcomes rather than the scorer's tn/fp/tp/…);
@@ -34,6 +43,7 @@ from scenarios.outcome import FAILURE, OUTCOMES, SUCCESS, UNKNOWN
 from scenarios.severity import BLIP, RUNAWAY, Severity
 from sim.files import read_table, write_csv
 from sim.numbers import as_float
+from sim.scoring.outcomes import DELTA
 from sim.scoring.uncertainty import LEVEL, ROUNDS, SEED, Bootstrap, percentile_interval
 
 DEPLOY_COLUMNS = ["detector", "action", "metric", "value", "lo", "hi", "count", "of", "note"]
@@ -58,6 +68,13 @@ METRICS = (
 )
 
 _TRUE = {"true", "1", "yes"}
+
+#: Verdicts that end a run when the guard runs as configured (a nudge or a refused call lets it go on).
+HALTING = ("stop", "escalate")
+#: The reference row of ``deploy.csv`` and ``deploy_curves.csv``: halts where the labels say a loop is.
+LABEL_ORACLE = "label_oracle"
+#: The metrics the halting actions (``halt``, ``configured``, the oracle) report.
+HALT_METRICS = tuple(m for a, m, *_ in METRICS if a == "halt")
 
 
 @dataclass(frozen=True)
@@ -211,9 +228,10 @@ def _note(metric: str, outcomes: Outcomes, has_severity: bool, has_tokens: bool,
 
 def deploy_rows(episodes: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFrame | None = None, *,
                 rounds: int = ROUNDS, seed: int = SEED, level: float = LEVEL,
-                outcomes: Outcomes | None = None) -> list[dict]:
-    """``deploy.csv`` rows (:data:`DEPLOY_COLUMNS`) for every detector of a run's files
-    (``outcomes``: :func:`run_outcomes` of the same files, when the caller has it)."""
+                outcomes: Outcomes | None = None, delta: int = DELTA) -> list[dict]:
+    """``deploy.csv`` rows (:data:`DEPLOY_COLUMNS`) for every detector of a run's files, then the
+    label oracle's (``outcomes``: :func:`run_outcomes` of the same files, when the caller has it;
+    ``delta``: the run's detection window Δ)."""
     if not len(episodes) or not len(calls):
         return []
     outcomes = outcomes or run_outcomes(episodes, closed)
@@ -223,13 +241,12 @@ def deploy_rows(episodes: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFram
     has_sev = bool(len(episodes)) and any(v != UNKNOWN for v in severities(
         episodes.drop_duplicates(["episode", "unit"]), calls.drop_duplicates(["episode", "node"])))
     has_tok = "tokens" in calls and bool(pd.to_numeric(calls["tokens"], errors="coerce").fillna(0).gt(0).any())
-    rows = []
-    by_calls = dict(tuple(calls.groupby("detector", sort=False)))
-    for det, units in episodes.groupby("detector", sort=False):
-        x = episode_totals(units, by_calls.get(det, calls.iloc[:0]), outcomes.by_episode, keys)
+    rows: list[dict] = []
+
+    def add(det: str, action: str, x: np.ndarray, metrics: Sequence[tuple]) -> None:
         point, per_round = boot.totals(x)
         pm, rm = metrics_from_totals(point), metrics_from_totals(per_round)
-        for action, name, num, den, _ in METRICS:
+        for name, num, den in metrics:
             note = _note(name, outcomes, has_sev, has_tok, point[_F[den]])
             measured = note == ""
             lo, hi = percentile_interval(rm[name], level) if measured else (np.nan, np.nan)
@@ -237,7 +254,38 @@ def deploy_rows(episodes: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFram
                          "value": as_float(pm[name]) if measured else None, "lo": as_float(lo) if measured else None,
                          "hi": as_float(hi) if measured else None, "count": int(point[_F[num]]) if measured else None,
                          "of": int(point[_F[den]]) if measured else None, "note": note})
+
+    by_calls = dict(tuple(calls.groupby("detector", sort=False)))
+    halt = [(m, num, den) for a, m, num, den, _ in METRICS if a == "halt"]
+    for det, units in episodes.groupby("detector", sort=False):
+        dc = by_calls.get(det, calls.iloc[:0])
+        add(det, "halt", episode_totals(units, dc, outcomes.by_episode, keys), halt)
+        add(det, "nudge", episode_totals(units, dc, outcomes.by_episode, keys),
+            [(m, num, den) for a, m, num, den, _ in METRICS if a == "nudge"])
+        halts = dc["verdict"].astype(str).isin(HALTING).to_numpy()
+        add(det, "configured", episode_totals(units, dc, outcomes.by_episode, keys, alarm=halts,
+                                              caught=caught_from_calls(units, dc, halts, delta)), halt)
+    det0 = str(episodes["detector"].iloc[0])  # the labels are the same in every detector's rows
+    units, dc = episodes[episodes["detector"] == det0], by_calls.get(det0, calls.iloc[:0])
+    if "label_loop" in dc:
+        at = labelled_alarm(dc, 1)
+        add(LABEL_ORACLE, "halt", episode_totals(units, dc, outcomes.by_episode, keys, alarm=at,
+                                                 caught=caught_from_calls(units, dc, at, delta)), halt)
     return rows
+
+
+def labelled_alarm(calls: pd.DataFrame, k: int) -> np.ndarray:
+    """Per ``calls.csv`` row: true at each episode's k-th call labelled a loop (in call order)."""
+    lab = np.array([_flag(v) is True for v in calls["label_loop"]], dtype=bool)
+    idx = pd.to_numeric(calls["call_index"]).to_numpy()
+    eps = calls["episode"].astype(str).to_numpy()
+    out = np.zeros(len(calls), dtype=bool)
+    seen: dict[str, int] = {}
+    for j in np.lexsort((idx, eps)):
+        if lab[j]:
+            n = seen[eps[j]] = seen.get(eps[j], 0) + 1
+            out[j] = n == k
+    return out
 
 
 def caught_from_calls(units: pd.DataFrame, calls: pd.DataFrame, alarm: np.ndarray, delta: int) -> list[bool]:
@@ -252,6 +300,19 @@ def caught_from_calls(units: pd.DataFrame, calls: pd.DataFrame, alarm: np.ndarra
     onsets = pd.to_numeric(units["onset"], errors="coerce").to_numpy()
     return [bool(not np.isnan(o) and o <= first.get(e, np.inf) <= o + delta)
             for e, o in zip(units["episode"].astype(str), onsets)]
+
+
+#: The figures of one operating-curve point (``deploy_curves.csv``).
+CURVE_METRICS = ("successes_stopped", "failures_stopped", "failed_calls_saved", "loops_caught", "runaway_caught",
+                 "nudges_per_100_clean")
+
+
+def _curve_point(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], keys: Mapping[str, int],
+                 alarm: np.ndarray, delta: int) -> dict:
+    t = episode_totals(units, calls, outcomes, keys, alarm=alarm,
+                       caught=caught_from_calls(units, calls, alarm, delta)).sum(axis=0)
+    m = metrics_from_totals(t)
+    return {k: as_float(m[k]) for k in CURVE_METRICS}
 
 
 def operating_curve(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], values: Sequence[float],
@@ -269,14 +330,20 @@ def operating_curve(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[
         cache: dict[str, float] = {}
         th = np.fromiter((cache[t] if t in cache else cache.setdefault(t, float(threshold_for(t, v))) for t in tools),
                          dtype=float, count=len(tools))
-        alarm = scores >= th
-        t = episode_totals(units, calls, outcomes, keys, alarm=alarm,
-                          caught=caught_from_calls(units, calls, alarm, delta)).sum(axis=0)
-        m = metrics_from_totals(t)
-        out.append({"value": v, **{k: as_float(m[k]) for k in ("successes_stopped", "failures_stopped",
-                                                                  "failed_calls_saved", "loops_caught",
-                                                                  "runaway_caught", "nudges_per_100_clean")}})
+        out.append({"value": v, **_curve_point(units, calls, outcomes, keys, scores >= th, delta)})
     return out
+
+
+#: The oracle's halt points: at the 1st … 8th call the labels mark redundant.
+ORACLE_KS = tuple(range(1, 9))
+
+
+def oracle_curve(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], delta: int,
+                 ks: Sequence[int] = ORACLE_KS) -> list[dict]:
+    """The label oracle's operating curve: one point per k, halting at each episode's k-th
+    labelled redundant call (``units``/``calls``: one detector's rows; only their labels are read)."""
+    keys = {e: i for i, e in enumerate(dict.fromkeys(units["episode"].astype(str)))}
+    return [{"value": k, **_curve_point(units, calls, outcomes, keys, labelled_alarm(calls, k), delta)} for k in ks]
 
 
 #: The latest halt level tried for a guard that nudges first: later halts are never worth a run's budget.
@@ -293,11 +360,12 @@ def halt_levels(calls: pd.DataFrame) -> list[int]:
     return list(range(0, int(min(MAX_HALT, max(1, math.ceil(top)))) + 1))
 
 
-def write_deploy(run_dir: Path, out: Path | None = None, *, rounds: int = ROUNDS, seed: int = SEED) -> list[dict]:
+def write_deploy(run_dir: Path, out: Path | None = None, *, rounds: int = ROUNDS, seed: int = SEED,
+                 delta: int = DELTA) -> list[dict]:
     """Compute the deployment view of ``run_dir`` from its files and write ``deploy.csv`` into ``out``
     (default: the run folder); returns the rows."""
     run_dir = Path(run_dir)
     rows = deploy_rows(read_table(run_dir / "episodes.csv"), read_table(run_dir / "calls.csv"),
-                       read_table(run_dir / "closed.csv"), rounds=rounds, seed=seed)
+                       read_table(run_dir / "closed.csv"), rounds=rounds, seed=seed, delta=delta)
     write_csv(Path(out or run_dir) / "deploy.csv", rows, DEPLOY_COLUMNS)
     return rows

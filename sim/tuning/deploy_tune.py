@@ -176,7 +176,9 @@ def pick(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapp
 def loco(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], cap: float, *,
          delta: int, per_tool: bool = True) -> list[dict[str, Any]]:
     """Leave one corpus (family) out: the pick made on the other corpora, scored on the held-out
-    one; a last row ``pooled`` sums the held-out totals of every fold."""
+    one; a last row ``pooled`` sums the held-out totals of every fold. ``overrides_applied``: how
+    many of the fold's per-tool overrides name a tool the held-out corpus calls (an override of a
+    tool it never calls cannot help or hurt it)."""
     corpora = sorted(set(units["family"].astype(str)))
     if len(corpora) < 2:
         raise TuningError(f"leave-one-corpus-out needs at least 2 corpora (families); the episodes have {len(corpora)}")
@@ -191,11 +193,13 @@ def loco(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapp
             continue
         held = HaltEvaluator(det, hu, hc, outcomes, delta).evaluate(p.picked.value, p.picked.tools)
         pooled = held.totals if pooled is None else pooled + held.totals
+        held_tools = set(hc["tool"].astype(str))
         rows.append({"corpus": c, "setting": setting_text(p.param, p.picked), "met_on_others": p.met,
+                     "overrides_applied": f"{sum(t in held_tools for t in p.picked.tools)}/{len(p.picked.tools)}",
                      **_row(held), "note": ""})
     if pooled is not None:
         pooled_nudge = HaltEvaluator(det, units, calls, outcomes, delta).nudge
-        rows.append({"corpus": "pooled", "setting": "per fold", "met_on_others": None,
+        rows.append({"corpus": "pooled", "setting": "per fold", "met_on_others": None, "overrides_applied": "",
                      **_row(Setting(0, {}, pooled, pooled_nudge)), "note": ""})
     return rows
 

@@ -43,8 +43,9 @@ def run(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _metrics(rows) -> dict[str, dict]:
-    return {r["metric"]: r for r in rows}
+def _metrics(rows, action: str = "halt", detector: str = "g") -> dict[str, dict]:
+    """One detector's rows of one action (halt rows also carry the nudge metrics' action rows)."""
+    return {r["metric"]: r for r in rows if r["detector"] == detector and r["action"] in (action, "nudge")}
 
 
 def test_deploy_figures_from_the_files_alone(run: Path) -> None:
@@ -60,7 +61,38 @@ def test_deploy_figures_from_the_files_alone(run: Path) -> None:
     lo, hi = m["successes_stopped"]["lo"], m["successes_stopped"]["hi"]
     assert 0.0 <= lo <= 0.5 <= hi <= 1.0 and lo < hi
     written = read_table(run / "deploy.csv")
-    assert list(written.columns) == DEPLOY_COLUMNS and len(written) == len(m)
+    assert list(written.columns) == DEPLOY_COLUMNS
+    assert len(written[(written.detector == "g") & (written.action != "configured")]) == len(m)
+
+
+def test_as_configured_only_the_guards_own_stops_halt(run: Path) -> None:
+    """A guard that nudges on s1 and stops on f1: halting at its first alarm stops s1, run as
+    configured it does not; f1's stop still saves its calls and catches its runaway loop."""
+    calls = read_table(run / "calls.csv")
+    calls.loc[(calls.episode == "s1") & (calls.call_index == 2), "verdict"] = "nudge"
+    calls.to_csv(run / "calls.csv", index=False)
+    rows = write_deploy(run, rounds=50)
+    first, conf = _metrics(rows, "halt"), _metrics(rows, "configured")
+    assert first["successes_stopped"]["count"] == 1 and conf["successes_stopped"]["count"] == 0
+    assert (conf["failed_calls_saved"]["count"], conf["failed_calls_saved"]["of"]) == (3, 10)
+    assert conf["runaway_caught"]["value"] == 1.0 and conf["loops_caught"]["count"] == 1
+
+
+def test_the_label_oracle_halts_at_each_labelled_onset(run: Path) -> None:
+    """Halting at the onset: no clean run stopped, f1 from call 1 (3 of 4) and f2 from call 2
+    (4 of 6) saved, both loops caught; at the k-th labelled call only f1 has
+    one for k > 1 (its calls from k on saved)."""
+    from sim.scoring.deploy import LABEL_ORACLE, oracle_curve, run_outcomes
+
+    o = _metrics(write_deploy(run, rounds=50), "halt", LABEL_ORACLE)
+    assert o["successes_stopped"]["count"] == 0 and o["failures_stopped"]["count"] == 2
+    assert (o["failed_calls_saved"]["count"], o["failed_calls_saved"]["of"]) == (7, 10)
+    assert o["loops_caught"]["value"] == 1.0 and o["runaway_caught"]["value"] == 1.0
+    eps, calls = read_table(run / "episodes.csv"), read_table(run / "calls.csv")
+    curve = {p["value"]: p for p in oracle_curve(eps, calls, run_outcomes(eps).by_episode, 5, ks=(1, 2, 3, 4))}
+    assert curve[1]["failed_calls_saved"] == 0.7 and curve[2]["failed_calls_saved"] == 0.2
+    assert curve[3]["failed_calls_saved"] == 0.1 and curve[4]["failed_calls_saved"] == 0.0
+    assert curve[2]["loops_caught"] == 0.5  # f1's second labelled call is within Δ of its onset
 
 
 def test_unknown_outcomes_are_said_not_zeroed(run: Path) -> None:
@@ -103,9 +135,10 @@ def test_a_closed_loop_run_has_the_no_guard_row_and_a_deploy_csv(tmp_path: Path)
     view = {r["detector"]: r for r in closed_view(closed)}
     assert view["no_guard"]["success_change"] == 0.0 and view["no_guard"]["spend_saved"] == 0.0
     deploy = read_table(out / "deploy.csv")
-    assert set(deploy["detector"]) == {"exact"}
+    assert set(deploy["detector"]) == {"exact", "label_oracle"}
     # synthetic episodes: the outcome comes from the unguarded closed-loop play, so halts are measured
-    runs = deploy[deploy.metric.isin(["successes_stopped", "failures_stopped"])]
+    runs = deploy[deploy.metric.isin(["successes_stopped", "failures_stopped"]) & (deploy.detector == "exact")
+                  & (deploy.action == "halt")]
     assert "run outcome unknown for every episode" not in set(runs["note"])
     assert runs["of"].fillna(0).sum() == 4  # every episode's outcome is known (success or failure)
 
@@ -147,13 +180,17 @@ def test_a_report_of_a_real_and_a_synthetic_run_keeps_them_apart(tmp_path: Path)
     runs = sorted(set(deploy["run"]))
     assert len(runs) == 2 and any("real traces" in r for r in runs) and any("synthetic" in r for r in runs)
     # each run's successful runs counted on its own (the real run's are the real-dev successes)
-    succ = deploy[(deploy.metric == "successes_stopped") & (deploy.detector == "exact")].set_index("run")["of"]
+    succ = deploy[(deploy.metric == "successes_stopped") & (deploy.detector == "exact")
+                  & (deploy.action == "halt")].set_index("run")["of"]
     real_succ = sum(1 for r in read_table(real / "episodes.csv").drop_duplicates("episode")["run_outcome"] if r == "success")
     assert succ[next(r for r in runs if "real traces" in r)] == real_succ
     curves = read_table(tmp_path / "both" / "deploy_curves.csv")
     pg = curves[(curves.detector == "progress_guard") & curves["run"].str.contains("real traces")]
     assert set(pg["param"]) == {"stop_after"} and pg["value"].min() == 0 and len(pg) >= 3
     assert pg.sort_values("value")["successes_stopped"].is_monotonic_decreasing  # a later halt stops fewer
+    oracle = curves[(curves.detector == "label_oracle") & curves["run"].str.contains("real traces")]
+    assert list(oracle.sort_values("value")["value"]) == list(range(1, 9)) and oracle["param"].eq("k").all()
+    assert oracle.sort_values("value")["failed_calls_saved"].is_monotonic_decreasing  # a later halt saves less
     md = (tmp_path / "both" / "report.md").read_text()
     assert md.count("### Open loop on ") == 2 and "no_guard" in md
     assert (tmp_path / "both" / "plots" / "operating_curve.png").stat().st_size > 10_000

@@ -118,7 +118,40 @@ def test_cli_writes_a_toml_the_run_and_the_adapters_read(tmp_path) -> None:
     assert json.loads(loose.stdout[loose.stdout.index("{"):])["value"] != summary["value"]
 
 
+def test_global_only_writes_no_per_tool_halt_and_the_oracle_bounds_the_cap(real_rows, tmp_path) -> None:
+    out = tmp_path / "global.toml"
+    r = invoke("tune", "--objective", "deploy", "--detector", "progress_guard", "--max-stopped", "0.01",
+               "--suite", "real-dev", "--out", str(out), "--no-progress", "--json", "--global-only")
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    assert summary["tools"] == {} and "tool_overrides" not in tomllib.loads(out.read_text())["detectors"]["progress_guard"]
+    assert all(row["overrides_applied"] in ("0/0", "") for row in summary["loco"])
+    # the oracle's point within the cap stops no more than the cap allows; at the onset it
+    # catches every loop, and halting later never saves more
+    oracle = summary["label_oracle"]
+    assert oracle["within_cap"]["successes_stopped"] <= 0.01 and oracle["at_onset"]["loops_caught"] == 1.0
+    assert oracle["within_cap"]["failed_calls_saved"] <= oracle["at_onset"]["failed_calls_saved"]
+    # and it is the labels' own figure: the successful runs with a labelled loop are what it stops
+    units, calls, outcomes = real_rows
+    looping_successes = {e for e, o in zip(units["episode"], units["outcome"])
+                         if outcomes.get(e) == "success" and o in ("tp", "miss", "early")}
+    succ = sum(1 for o in outcomes.values() if o == "success")
+    assert oracle["at_onset"]["successes_stopped"] == pytest.approx(len(looping_successes) / succ)
+
+
+def test_a_fold_says_which_per_tool_halts_reach_the_held_out_corpus(real_rows) -> None:
+    units, calls, outcomes = real_rows
+    rows = loco(ProgressGuard(**PARAMS), units, calls, outcomes, 0.01, delta=5)
+    for r in rows[:-1]:
+        applied, picked = (int(x) for x in r["overrides_applied"].split("/"))
+        held_tools = set(calls.loc[calls["family"] == r["corpus"], "tool"].astype(str))
+        assert picked == r["setting"].count(";") and applied <= picked
+        assert applied == sum(f"; {t}:" in r["setting"] for t in held_tools)
+
+
 @pytest.mark.parametrize("args, says", [
+    (["--max-stopped", "0.01", "--suite", "quick", "--corpus", "."], "--corpus is for real suites"),
+    (["--max-stopped", "0.01", "--corpus", "/no/such/dir"], "/no/such/dir: no such corpus directory"),
     (["--max-stopped", "1.5"], "'--max-stopped': 1.5 is not in the range"),
     (["--max-stopped", "x"], "'--max-stopped': 'x' is not a valid float"),
     ([], "--objective deploy needs --max-stopped"),
@@ -143,6 +176,9 @@ def test_max_stopped_needs_the_deploy_objective(tmp_path) -> None:
     r = CliRunner().invoke(main, ["tune", "--detector", "exact", "--max-false-alarm-rate", "0.05", "--max-stopped", "0.01",
                                   "--suite", "quick", "--out", str(tmp_path / "t.toml")])
     assert r.exit_code == 2 and "--max-stopped is for --objective deploy" in r.stderr
+    r = CliRunner().invoke(main, ["tune", "--detector", "exact", "--max-false-alarm-rate", "0.05", "--global-only",
+                                  "--suite", "quick", "--out", str(tmp_path / "t.toml")])
+    assert r.exit_code == 2 and "--corpus and --global-only are for --objective deploy" in r.stderr
 
 
 def test_a_detector_without_a_graduated_response_cannot_be_picked(real_rows) -> None:
