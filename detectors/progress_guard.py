@@ -27,10 +27,12 @@ Layers, cheapest and most certain first; all state is path-local and immutable:
    found nothing: a reworded call (cosine >= ``similarity``) is a loop when an earlier
    similar call of the same tool *returned nothing new* — a refinement of a productive
    query passes.
-6. **Tiers and the rail.** The first alarm on a path nudges, in band, saying what
-   repeated; an alarm after ``stop_after`` nudges stops (or escalates, with
-   ``escalate=True``). After ``recovery_calls`` informative calls the agent counts as
-   recovered and its strikes are forgotten. ``max_steps`` is the hard budget.
+6. **Tiers and the rail.** Every finding is a strike. The first ``nudge_after`` strikes on
+   a path pass silently (0: none do); the next ones nudge, in band, saying what repeated;
+   a finding after ``stop_after`` strikes stops (or escalates, with ``escalate=True``) —
+   Cline's warn-at-3, stop-at-5 is ``nudge_after=2, stop_after=4``. After
+   ``recovery_calls`` informative calls the agent counts as recovered and its strikes are
+   forgotten. ``max_steps`` is the hard budget.
 
 Every decision carries ``events = (("loop:detected", {...}),)`` with the layer, tool and
 tier, and a STOP's ``reason`` starts with ``loop-guard:`` — a machine-readable signal.
@@ -298,6 +300,12 @@ class _Finding:
     strength: float = 1.0
 
 
+def _strike(decision: Decision) -> bool:
+    """A finding, voiced or silent: every alarm, and an ALLOW scored as one (``nudge_after``);
+    an ALLOW that is no finding scores below 1."""
+    return decision.alarm or decision.score >= 1.0
+
+
 class ProgressGuard(Detector):
     """Flag calls that cannot make progress: result-aware, layered, nudge first, then stop.
 
@@ -315,8 +323,10 @@ class ProgressGuard(Detector):
       all-MiniLM-L6-v2's sentence vectors, or ``"static"``, the mean of its word-piece
       vectors (``detectors.static_vectors``: microseconds per text instead of milliseconds,
       no torch; measured in docs/detectors.md);
-    - ``stop_after`` (1): nudges on a path before the next alarm stops (per tool: the alarm on
-      that tool stops after that many nudges on the path, of any tool);
+    - ``stop_after`` (1): strikes (findings) on a path before the next one stops (per tool: a
+      finding on that tool stops after that many strikes on the path, of any tool);
+    - ``nudge_after`` (0): strikes on a path that pass silently before findings nudge (per
+      tool likewise); a silent finding is an ALLOW whose score (1 + strikes) says it was one;
     - ``escalate`` (False): escalate to a human instead of stopping;
     - ``recovery_calls`` (1): informative calls after a nudge that clear the strikes;
     - ``max_steps`` (200): the hard budget on one path.
@@ -335,11 +345,14 @@ class ProgressGuard(Detector):
                        "poll_limit": (5, 10, 50), "same_error_limit": (2, 3, 4), "patience": (2, 3, 4, 5),
                        "similarity": (0.85, 0.9, 0.95)}
 
-    #: The graduated response: an alarm halts iff its score (1 + strikes) >= 1 + stop_after.
+    #: The graduated response: a finding's score is 1 + the strikes before it; it halts iff the
+    #: score >= 1 + stop_after, and is voiced at all iff the score >= 1 + nudge_after.
     halt_param = "stop_after"
+    nudge_param = "nudge_after"
 
     param_ranges = {"max_retries": Range(0), "poll_limit": Range(1), "same_error_limit": Range(1), "patience": Range(1),
-                    "similarity": Range(-1, 1, float), "stop_after": Range(0), "recovery_calls": Range(1),
+                    "similarity": Range(-1, 1, float), "stop_after": Range(0), "nudge_after": Range(0),
+                    "recovery_calls": Range(1),
                     "max_steps": Range(1), "semantic_vectors": OneOf(SEMANTIC_VECTORS)}
 
     def __init__(
@@ -353,6 +366,7 @@ class ProgressGuard(Detector):
         semantic: bool = True,
         semantic_vectors: str = "model",
         stop_after: int = 1,
+        nudge_after: int = 0,
         escalate: bool = False,
         recovery_calls: int = 1,
         max_steps: int = 200,
@@ -367,6 +381,7 @@ class ProgressGuard(Detector):
         self.semantic = semantic
         self.semantic_vectors = semantic_vectors
         self.stop_after = stop_after
+        self.nudge_after = nudge_after
         self.escalate = escalate
         self.recovery_calls = recovery_calls
         self.max_steps = max_steps
@@ -417,6 +432,9 @@ class ProgressGuard(Detector):
 
     def halt_threshold(self, tool: str, value: float) -> float:
         return 1.0 + tool_param(self.tool_overrides, tool, "stop_after", value)
+
+    def nudge_threshold(self, tool: str, value: float) -> float:
+        return 1.0 + tool_param(self.tool_overrides, tool, "nudge_after", value)
 
     # -- what a call is -----------------------------------------------------------------
     def _prepare_uncached(self, call: ToolCall) -> _Prepared:
@@ -474,7 +492,16 @@ class ProgressGuard(Detector):
         finding, evidence = self._find(state, call, p, mode)
         if finding is None:
             return allow(evidence)
-        tier = "stop" if state.strikes >= self._param(call.tool, "stop_after") else "nudge"
+        quiet = self._param(call.tool, "nudge_after")
+        if state.strikes >= self._param(call.tool, "stop_after"):
+            tier = "stop"
+        else:
+            tier = "silent" if state.strikes < quiet else "nudge"
+        event = ("loop:detected", {"layer": finding.layer, "tool": call.tool, "tier": tier,
+                                   "strikes": state.strikes, "detail": finding.detail})
+        if tier == "silent":  # a strike the agent is not told of: its score says it was a finding
+            return Decision(Verdict.ALLOW, 1.0 + state.strikes, reason=f"loop-guard: {finding.layer}: {finding.detail}",
+                            events=(event,))
         verdict = Verdict.NUDGE if tier == "nudge" else (Verdict.ESCALATE if self.escalate else Verdict.STOP)
         what = p.what
         if tier == "nudge":
@@ -482,14 +509,13 @@ class ProgressGuard(Detector):
                        f"Use what you already have, change your approach, or give your best answer now.")
         else:
             message = (f"Loop guard: stopping. {what} {finding.detail}, and the agent kept going after "
-                       f"{state.strikes} warning(s).")
+                       f"{max(0, state.strikes - quiet)} warning(s).")
         return Decision(
             verdict,
             1.0 + state.strikes,
             message=message,
             reason=f"loop-guard: {finding.layer}: {finding.detail}",
-            events=(("loop:detected", {"layer": finding.layer, "tool": call.tool, "tier": tier,
-                                       "strikes": state.strikes, "detail": finding.detail}),),
+            events=(event,),
         )
 
     def _find(self, state: GuardState, call: ToolCall, p: _Prepared, mode: str) -> tuple[_Finding | None, float]:
@@ -716,7 +742,7 @@ class ProgressGuard(Detector):
     def record(self, state: GuardState, call: ToolCall, decision: Decision, observation: Observation | None) -> GuardState:
         if observation is None or observation.nudge:
             # The call did not run: a strike if we intervened, nothing learned otherwise.
-            if decision.alarm:
+            if _strike(decision):
                 return replace(state, strikes=state.strikes + 1, since_strike=0)
             return state
         mode = self.mode(call.tool)
@@ -796,8 +822,9 @@ class ProgressGuard(Detector):
             error_tool, error_key, error_run = call.tool, err_key, (state.error_run + 1 if same else 1)
         else:
             error_tool, error_key, error_run = None, None, 0
-        strikes = state.strikes + (1 if decision.alarm else 0)
-        since = 0 if decision.alarm else state.since_strike + (1 if informative else 0)
+        strike = _strike(decision)
+        strikes = state.strikes + (1 if strike else 0)
+        since = 0 if strike else state.since_strike + (1 if informative else 0)
         fresh_from = state.fresh_from
         if strikes and since >= self.recovery_calls:
             # The agent changed course: the evidence of its old loop no longer counts against it.
@@ -859,5 +886,5 @@ class ProgressGuard(Detector):
                        not_there=state.not_there if self._literal_find(call.tool) else (),
                        last_mutation=state.step if mutating else state.last_mutation,
                        error_tool=error_tool, error_key=error_key, error_run=error_run,
-                       strikes=state.strikes + (1 if decision.alarm else 0),
-                       since_strike=0 if decision.alarm else state.since_strike)
+                       strikes=state.strikes + (1 if _strike(decision) else 0),
+                       since_strike=0 if _strike(decision) else state.since_strike)

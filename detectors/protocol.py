@@ -170,6 +170,11 @@ class Detector:
     #: (``progress_guard``: ``stop_after``): an alarmed call halts iff ``score >=
     #: halt_threshold(tool, value)``. ``loopbench tune --objective deploy`` picks it from stored scores.
     halt_param: ClassVar[str | None] = None
+    #: Such a guard may also keep its first findings to itself: ``nudge_param`` names the parameter
+    #: that sets when it starts to nudge (``progress_guard``: ``nudge_after``). A finding has a score
+    #: ``>= nudge_threshold(tool, 0)`` whatever its verdict, and is voiced (a nudge or a halt) iff its
+    #: score reaches ``nudge_threshold(tool, value)``: a silent finding is an ALLOW with that score.
+    nudge_param: ClassVar[str | None] = None
     #: What each parameter may be (``detectors.params``: ``Range``, ``OneOf``, ``Each``), checked
     #: before the detector is built; a parameter not named here is checked against its type.
     param_ranges: ClassVar[Mapping[str, Any]] = {}
@@ -233,6 +238,10 @@ class Detector:
 
     def halt_threshold(self, tool: str, value: float) -> float:
         """The score from which an alarm on ``tool`` halts when ``halt_param`` is ``value``."""
+        return value
+
+    def nudge_threshold(self, tool: str, value: float) -> float:
+        """The score from which a finding on ``tool`` is voiced when ``nudge_param`` is ``value``."""
         return value
 
     # -- parameters (scikit-learn style) -------------------------------------------

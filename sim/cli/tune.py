@@ -165,6 +165,9 @@ def _family_table(rows_default, rows_tuned, looping) -> list[str]:
 @click.option("--out", default="tuned.toml", show_default=True, help="Where to write the overrides (TOML for run --config).")
 @click.option("--delta", type=click.IntRange(0), default=None, help="Detection window Δ in calls. [default: 5]")
 @engine_options
+@click.option("--max-nudges", type=click.FloatRange(0), default=None,
+              help="--objective deploy: nudges per 100 calls not labelled as loops the guard may make; picks when it "
+                   "starts to nudge (progress_guard's nudge_after). [default: no budget, every finding nudges]")
 @click.option("--global-only", is_flag=True, help="--objective deploy: pick the global halt setting only, no per-tool "
                                                  "overrides (what carries to tools the suite never called).")
 @click.option("--corpus", default=None, help="--objective deploy on a real suite: a local copy of the corpora, for the "
@@ -172,7 +175,8 @@ def _family_table(rows_default, rows_tuned, looping) -> list[str]:
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout instead of the tables.")
 def tune_cmd(detector, budget, objective, max_stopped, suite, families, episodes, seed, heldout_seed, tools, keep_misses,
-             config_path, out, delta, workers, engine, ray_address, global_only, corpus, no_progress, as_json) -> None:
+             config_path, out, delta, workers, engine, ray_address, max_nudges, global_only, corpus, no_progress,
+             as_json) -> None:
     """Recommend per-tool overrides that meet a false-alarm budget with the fewest misses; write them as TOML.
 
     Coordinate search on the tuning seed (open loop), then default vs tuned on held-out seeds.
@@ -188,10 +192,10 @@ def tune_cmd(detector, budget, objective, max_stopped, suite, families, episodes
         from sim.cli.tune_deploy import tune_deploy
 
         tune_deploy(one_spec(detector, config_path), detector, max_stopped, suite, families, episodes, seed, out, delta,
-                    make_engine(engine, workers, ray_address), no_progress, as_json, corpus, not global_only)
+                    make_engine(engine, workers, ray_address), no_progress, as_json, corpus, not global_only, max_nudges)
         return
-    if corpus is not None or global_only:
-        raise LoopbenchError("--corpus and --global-only are for --objective deploy")
+    if corpus is not None or global_only or max_nudges is not None:
+        raise LoopbenchError("--corpus, --global-only and --max-nudges are for --objective deploy")
     if budget is None:
         raise LoopbenchError("--objective false-alarms needs --max-false-alarm-rate (e.g. 0.05)")
     if max_stopped is not None:

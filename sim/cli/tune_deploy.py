@@ -71,7 +71,7 @@ def ceiling_text(c: dict, cap: float) -> str:
 
 
 def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta, engine, no_progress,
-                as_json, corpus=None, per_tool=True) -> None:
+                as_json, corpus=None, per_tool=True, max_nudges=None) -> None:
     from scenarios.files import atomic_write
     from sim.execute.engines import EngineError
     from sim.execute.rows import CALL_COLUMNS, open_rows
@@ -102,40 +102,48 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
     units, calls = frames(lines, outcome_rows, CALL_COLUMNS)
     outcomes = run_outcomes(units).by_episode
     try:
-        p = pick(det, units, calls, outcomes, cap, delta=delta, per_tool=per_tool)
+        p = pick(det, units, calls, outcomes, cap, delta=delta, per_tool=per_tool, max_nudges=max_nudges)
     except TuningError as exc:
         raise LoopbenchError(f"suite {s.name}: {exc}") from None
     ceiling = oracle_ceiling(units, calls, outcomes, cap, delta)
     corpora = sorted(set(units["family"].astype(str)))
-    cv = loco(det, units, calls, outcomes, cap, delta=delta, per_tool=per_tool) if s.real and len(corpora) >= 2 else []
+    cv = loco(det, units, calls, outcomes, cap, delta=delta, per_tool=per_tool, max_nudges=max_nudges) if s.real and len(corpora) >= 2 else []
 
-    say(f"halt values tried: {param} ∈ {p.candidates}; search: " + "; ".join(p.log))
-    say(f"\nRecommended: {setting_text(param, p.picked)}"
-        + ("" if p.met else f"  (cap {_pct(cap)} NOT met: the fewest successful runs any setting stops)"))
-    say("Nudge: every alarm below the halt nudges; the stored scores hold no nudge threshold to move.\n")
+    nparam = p.nudge_param
+    text = lambda st: setting_text(param, st, nparam)  # noqa: E731
+    say(f"values tried: {param}{' and ' + nparam if nparam and max_nudges is not None else ''} ∈ {p.candidates}; "
+        "search: " + "; ".join(p.log))
+    say(f"\nRecommended: {text(p.picked)}"
+        + ("" if p.met else f"  (cap {_pct(cap)} NOT met: the fewest successful runs any setting stops)")
+        + ("" if p.nudges_met else f"  (nudge budget {number_text(max_nudges, 2)} per 100 clean calls NOT met)"))
+    if max_nudges is None:
+        say("Nudge: every finding below the halt nudges (no --max-nudges: a nudge costs a sentence, not the run).\n")
+    else:
+        say(f"Nudge: the earliest {nparam} within {number_text(max_nudges, 2)} nudges per 100 clean calls that nudges "
+            "the most loops; findings before it pass silently.\n")
     head = ["setting", "successes stopped", "failed-run calls saved", "runaway caught", "failures stopped",
-            "loops caught", "blips nudged", "nudges / 100 clean calls"]
+            "loops caught", "blips nudged", "runaway nudged", "nudges / 100 clean calls"]
     say("| " + " | ".join(head) + " |")
     say("|" + "---|" * len(head))
-    for name, st in (("configured: " + setting_text(param, p.configured), p.configured),
-                     ("recommended: " + setting_text(param, p.picked), p.picked)):
+    for name, st in (("configured: " + text(p.configured), p.configured), ("recommended: " + text(p.picked), p.picked)):
         f = st.figures
         ss, sn = st.counts("succ_stopped", "succ")
         say(f"| {name} | {_pct(f['successes_stopped'])} ({ss}/{sn}) | {_pct(f['failed_calls_saved'])} | "
             f"{_pct(f['runaway_caught'])} | {_pct(f['failures_stopped'])} | {_pct(f['loops_caught'])} | "
-            f"{_pct(f['blips_nudged'])} | {number_text(f['nudges_per_100_clean'], 2)} |")
+            f"{_pct(f['blips_nudged'])} | {_pct(f['runaway_nudged'])} | {number_text(f['nudges_per_100_clean'], 2)} |")
     say("\n" + ceiling_text(ceiling, cap))
     if cv:
         say("\nLeave one corpus out (picked on the other corpora, scored on the held-out one):\n")
         say("| held-out corpus | setting picked on the others | its per-tool overrides that apply | successes stopped | "
-            "failed-run calls saved | runaway caught |")
-        say("|---|---|---|---|---|---|")
+            "failed-run calls saved | runaway caught | blips nudged | nudges / 100 clean calls |")
+        say("|---|---|---|---|---|---|---|---|")
         for r in cv:
             if r["note"]:
-                say(f"| {r['corpus']} | {r['note']} | | | | |")
+                say(f"| {r['corpus']} | {r['note']} | | | | | | |")
                 continue
             say(f"| {r['corpus']} | {r['setting']} | {r['overrides_applied']} | {_pct(r['successes_stopped'])} ({r['successes']}) | "
-                f"{_pct(r['failed_calls_saved'])} ({r['failed_calls']}) | {_pct(r['runaway_caught'])} ({r['runaway']}) |")
+                f"{_pct(r['failed_calls_saved'])} ({r['failed_calls']}) | {_pct(r['runaway_caught'])} ({r['runaway']}) | "
+                f"{_pct(r['blips_nudged'])} | {number_text(r['nudges_per_100_clean'], 2)} |")
 
     overrides = p.overrides(det.get_params().get("tool_overrides"))
     f = p.picked.figures
@@ -143,16 +151,21 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
         f"loopbench tune --objective deploy --detector {detector} --max-stopped {cap:g} --suite {s.name}"
         + (f" --families {families}" if families else "") + (f" --episodes {episodes}" if episodes else "")
         + (f" --seed {sd}" if not s.real else "") + ("" if per_tool else " --global-only")
-        + (" --corpus CORPUS" if corpus else ""),
+        + (" --corpus CORPUS" if corpus else "")
+        + (f" --max-nudges {max_nudges:g}" if max_nudges is not None else ""),
         f"halt ({param}): successes stopped {_pct(f['successes_stopped'])}, failed-run calls saved "
         f"{_pct(f['failed_calls_saved'])}, runaway loops caught {_pct(f['runaway_caught'])} (in sample"
         + ("" if p.met else f"; cap {_pct(cap)} NOT met") + ")",
-        f"nudge: every alarm below the halt; {number_text(f['nudges_per_100_clean'], 2)} nudges per 100 clean calls",
+        (f"nudge ({nparam}): " if nparam else "nudge: ") + f"blips nudged {_pct(f['blips_nudged'])}, runaway loops nudged "
+        f"{_pct(f['runaway_nudged'])}, {number_text(f['nudges_per_100_clean'], 2)} nudges per 100 clean calls"
+        + ("" if p.nudges_met else "; budget NOT met"),
         f"use: loopbench run --detectors {spec.label} --config {Path(out).name}, or adapters.core.guard_factory"
         f"({spec.spec!r}, config=...)",
     ]
     base = {k: v for k, v in det.get_params().items()}
     base[param] = p.picked.value
+    if nparam:
+        base[nparam] = p.picked.nudge_value
     text = overrides_toml(spec.label, base, overrides, header)
     tomllib.loads(text)  # never write a file run --config cannot read
     atomic_write(out, text)
@@ -161,6 +174,8 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
         click.echo(json.dumps({
             "detector": spec.label, "objective": "deploy", "max_stopped": cap, "met": p.met, "param": param,
             "value": p.picked.value, "tools": p.picked.tools, "candidates": p.candidates,
+            "nudge_param": nparam, "max_nudges": max_nudges, "nudges_met": p.nudges_met,
+            "nudge_value": p.picked.nudge_value, "nudge_tools": p.picked.nudge_tools,
             "recommended": p.picked.figures, "configured": {"value": p.configured.value, **p.configured.figures},
             "loco": cv, "label_oracle": ceiling, "episodes": len(eps), "suite": s.name, "out": str(out),
         }, indent=2, default=str))

@@ -350,12 +350,15 @@ def oracle_curve(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str
 MAX_HALT = 8
 
 
-def halt_levels(calls: pd.DataFrame) -> list[int]:
-    """Halt levels worth trying for a guard that nudges first (``halt_param``, e.g. ``stop_after``):
-    0 (halt at the first alarm) up to the first level that halts on none of the stored alarms
-    (alarm scores are 1 + the strikes before them), or :data:`MAX_HALT`, whichever comes first."""
-    alarmed = calls["verdict"].astype(str) != "allow"
-    scores = pd.to_numeric(calls.loc[alarmed, "score"], errors="coerce").dropna()
+def halt_levels(calls: pd.DataFrame, found: np.ndarray | None = None) -> list[int]:
+    """Halt (or nudge) levels worth trying for a guard that nudges first (``halt_param``, e.g.
+    ``stop_after``): 0 (at the first finding) up to the first level that reaches none of the stored
+    findings (their scores are 1 + the strikes before them), or :data:`MAX_HALT`, whichever comes
+    first. ``found``: which calls are findings (default: the alarmed ones; a guard that keeps its
+    first findings silent stores them as ALLOWs with their score)."""
+    if found is None:
+        found = (calls["verdict"].astype(str) != "allow").to_numpy()
+    scores = pd.to_numeric(calls.loc[found, "score"], errors="coerce").dropna()
     top = float(scores.max()) if len(scores) else 1.0
     return list(range(0, int(min(MAX_HALT, max(1, math.ceil(top)))) + 1))
 

@@ -1,22 +1,26 @@
-"""``loopbench tune --objective deploy``: when a guard that nudges first should halt (SPEC §11).
+"""``loopbench tune --objective deploy``: when a guard that nudges first should speak up, and when
+it should halt (SPEC §11).
 
 A detector with a graduated response names its halt parameter (``halt_param``, a hook of
-:class:`detectors.protocol.Detector`; ``progress_guard``: ``stop_after``): an alarmed call
-halts the run iff its stored score reaches ``halt_threshold(tool, value)``, and every other
-alarm nudges. So every halt setting — one global value and per-tool overrides — is evaluated
-from one open-loop run's ``episodes.csv`` / ``calls.csv`` rows, with the deployment view's own
-totals (:func:`sim.scoring.deploy.episode_totals`): no re-run per candidate.
+:class:`detectors.protocol.Detector`; ``progress_guard``: ``stop_after``): a finding halts the run
+iff its stored score reaches ``halt_threshold(tool, value)``. One that may also keep its first
+findings to itself names a nudge parameter (``nudge_param``; ``progress_guard``: ``nudge_after``):
+a finding is voiced iff its score reaches ``nudge_threshold(tool, value)``. So every setting —
+the two global values and per-tool overrides of each — is evaluated from one open-loop run's
+``episodes.csv`` / ``calls.csv`` rows, with the deployment view's own totals
+(:func:`sim.scoring.deploy.episode_totals`): no re-run per candidate. (Open loop, a finding's
+strikes do not depend on whether it was voiced: the trace goes on as recorded.)
 
-The pick: among the settings whose halts stop at most ``max_stopped`` of the successful runs,
-the one that saves the most calls of failed runs, then catches the most runaway loops, then
-the most loops; ties go to the later halt (more nudges first). When no setting meets the cap,
-the one that stops the fewest successful runs, flagged as not met. Per-tool overrides come
-from a coordinate search from the global pick, as the false-alarm objective does (:mod:`sim.tuning.tune`).
+The halt pick: among the settings whose halts stop at most ``max_stopped`` of the successful
+runs, the one that saves the most calls of failed runs, then catches the most runaway loops,
+then the most loops; ties go to the later halt (more nudges first). When no setting meets the
+cap, the one that stops the fewest successful runs, flagged as not met.
 
-The nudge side is what the detector's alarms are below the halt: its figures (blips and runaway
-loops nudged, nudges per 100 clean calls) are reported for the configuration, and there is no
-further threshold in the stored scores to move (a detector with a ``threshold_param`` has none
-of its own halt, see docs/scoring.md).
+The nudge pick: a nudge costs the agent a sentence, not the run, so without a budget every
+finding is voiced (``nudge_after = 0``). With ``max_nudges`` (nudges per 100 calls not labelled
+as loops) it is the earliest setting within that budget that nudges the most loops within Δ.
+Per-tool overrides of either come from a coordinate search from the global pick, as the
+false-alarm objective does (:mod:`sim.tuning.tune`).
 
 With episodes from two or more corpora (families of a real suite), :func:`loco` repeats the pick
 leaving each corpus out and scores it on the held-out one.
@@ -59,12 +63,14 @@ def frames(calls_text: str, outcome_rows: Sequence[Mapping[str, Any]], call_colu
 
 @dataclass
 class Setting:
-    """One halt setting (global value, per-tool values) and what it does to the runs."""
+    """One setting (halt: global value and per-tool values; nudge likewise) and what it does."""
 
     value: int
     tools: dict[str, int]
     totals: np.ndarray
     nudge: np.ndarray
+    nudge_value: int = 0
+    nudge_tools: dict[str, int] = field(default_factory=dict)
 
     @property
     def figures(self) -> dict[str, float | None]:
@@ -85,46 +91,86 @@ class Setting:
         return (round(excess, 9), -(as_float(figs["failed_calls_saved"]) or 0.0), -(as_float(figs["runaway_caught"]) or 0.0),
                 -(as_float(figs["loops_caught"]) or 0.0), -late)
 
+    def nudge_key(self, budget: float) -> tuple:
+        """Within ``budget`` nudges per 100 clean calls, the most loops nudged, then the earliest."""
+        t = self.nudge
+        excess = max(0.0, t[_F["clean_alarms"]] - budget / 100.0 * t[_F["clean_calls"]])
+        late = self.nudge_value + sum(self.nudge_tools.values()) / 1000.0
+        return (round(excess, 9), -(t[_F["blip_caught"]] + t[_F["runaway_caught"]]), -t[_F["loops_caught"]], late)
+
     def met(self, cap: float) -> bool:
         return self.totals[_F["succ_stopped"]] <= cap * self.totals[_F["succ"]] + 1e-9
 
 
-
-
 class HaltEvaluator:
-    """Totals of halt settings on one detector's rows, from the stored scores and verdicts."""
+    """Totals of (nudge, halt) settings on one detector's rows, from the stored scores and verdicts."""
 
     def __init__(self, det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], delta: int):
         self.det, self.units, self.calls, self.outcomes, self.delta = det, units, calls, outcomes, delta
         self.param = check_detector(det)
+        self.nudge_param: str | None = getattr(det, "nudge_param", None)
         self.keys = {e: i for i, e in enumerate(dict.fromkeys(units["episode"].astype(str)))}
-        self.alarmed = (calls["verdict"].astype(str) != "allow").to_numpy()
         self.scores = pd.to_numeric(calls["score"], errors="coerce").fillna(-np.inf).to_numpy()
         self.tool = calls["tool"].astype(str).to_numpy()
-        self.tools = sorted(set(self.tool[self.alarmed].tolist()))
-        self.candidates = halt_levels(calls)
-        self.nudge = self._totals(self.alarmed)
+        found = (calls["verdict"].astype(str) != "allow").to_numpy()
+        if self.nudge_param:  # silent findings are stored as ALLOWs scored as findings
+            found = found | (self.scores >= self._thresholds(det.nudge_threshold, 0))
+        self.found = found
+        self.tools = sorted(set(self.tool[found].tolist()))
+        self.candidates = halt_levels(calls, found)
+
+    def _thresholds(self, threshold, value) -> np.ndarray:
+        per = {t: float(threshold(t, value)) for t in set(self.tool.tolist())}
+        return np.array([per[t] for t in self.tool], dtype=float)
 
     def _totals(self, alarm: np.ndarray) -> np.ndarray:
         return episode_totals(self.units, self.calls, self.outcomes, self.keys, alarm=alarm,
                               caught=caught_from_calls(self.units, self.calls, alarm, self.delta)).sum(axis=0)
 
-    def detector(self, value: int, tools: Mapping[str, int]) -> Detector:
+    def detector(self, value: int, tools: Mapping[str, int], nudge_value: int = 0,
+                 nudge_tools: Mapping[str, int] | None = None) -> Detector:
         base: Overrides = {t: dict(e) for t, e in (getattr(self.det, "tool_overrides", None) or {}).items()}
         for t, v in tools.items():
             base.setdefault(t, {})[self.param] = v
-        return self.det.clone(**{self.param: value, "tool_overrides": base or None})
+        params: dict[str, Any] = {self.param: value}
+        if self.nudge_param:
+            for t, v in (nudge_tools or {}).items():
+                base.setdefault(t, {})[self.nudge_param] = v
+            params[self.nudge_param] = nudge_value
+        return self.det.clone(**params, tool_overrides=base or None)
 
-    def evaluate(self, value: int, tools: Mapping[str, int]) -> Setting:
-        det = self.detector(value, tools)
-        thr = {t: float(det.halt_threshold(t, value)) for t in set(self.tool.tolist())}
-        halt = self.alarmed & (self.scores >= np.array([thr[t] for t in self.tool], dtype=float))
-        return Setting(value, dict(tools), self._totals(halt), self.nudge)
+    def evaluate(self, value: int, tools: Mapping[str, int], nudge_value: int = 0,
+                 nudge_tools: Mapping[str, int] | None = None) -> Setting:
+        nudge_tools = dict(nudge_tools or {})
+        det = self.detector(value, tools, nudge_value, nudge_tools)
+        halt = self.found & (self.scores >= self._thresholds(det.halt_threshold, value))
+        voiced = halt | (self.found & (self.scores >= self._thresholds(det.nudge_threshold, nudge_value))
+                         if self.nudge_param else self.found)
+        return Setting(value, dict(tools), self._totals(halt), self._totals(voiced), nudge_value, nudge_tools)
+
+
+def _coordinate(best: Setting, tools: Sequence[str], candidates: Sequence[int], trial, key, current, log: list[str],
+                name: str, max_passes: int, value_of) -> Setting:
+    """Per-tool values of parameter ``name`` by coordinate search from ``best``: ``trial(setting,
+    tool, v)`` is ``best`` with ``tool`` at ``v`` (``None``: the global value), ``value_of(setting,
+    tool)`` the value it gives ``tool``; a tool keeps a value only when it changes the figures
+    ``key`` ranks (its last element, lateness, only breaks ties)."""
+    for p in range(1, max_passes + 1):
+        changed = False
+        for tool in tools:
+            trials = [trial(best, tool, None)] + [trial(best, tool, v) for v in candidates if v != current(best)]
+            cand = min(trials, key=key)
+            if key(cand)[:-1] < key(best)[:-1]:
+                best, changed = cand, True
+                log.append(f"pass {p}: {tool} -> {name} = {value_of(cand, tool)}")
+        if not changed:
+            break
+    return best
 
 
 @dataclass
 class DeployPick:
-    """The halt setting picked under the cap, the configured one, and the search's log."""
+    """The setting picked under the cap (and nudge budget), the configured one, and the search's log."""
 
     param: str
     cap: float
@@ -132,49 +178,69 @@ class DeployPick:
     configured: Setting
     candidates: list[int]
     log: list[str] = field(default_factory=list)
+    nudge_param: str | None = None
+    max_nudges: float | None = None
 
     @property
     def met(self) -> bool:
         return self.picked.met(self.cap)
 
+    @property
+    def nudges_met(self) -> bool:
+        return self.max_nudges is None or self.picked.nudge_key(self.max_nudges)[0] == 0
+
     def overrides(self, base: Overrides | None) -> Overrides:
         out: Overrides = {t: dict(e) for t, e in (base or {}).items()}
         for t, v in self.picked.tools.items():
             out.setdefault(t, {})[self.param] = v
+        if self.nudge_param:
+            for t, v in self.picked.nudge_tools.items():
+                out.setdefault(t, {})[self.nudge_param] = v
         return out
 
 
 def pick(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], cap: float, *,
-         delta: int, per_tool: bool = True, max_passes: int = 4) -> DeployPick:
-    """The halt setting of ``det`` (global value, then per-tool overrides) under ``cap`` (module docstring)."""
+         delta: int, per_tool: bool = True, max_passes: int = 4, max_nudges: float | None = None) -> DeployPick:
+    """The halt setting of ``det`` (global value, then per-tool overrides) under ``cap``, then its
+    nudge setting within ``max_nudges`` nudges per 100 clean calls (module docstring)."""
     if not 0 <= cap <= 1:
         raise TuningError(f"--max-stopped {cap!r}: must be a share between 0 and 1, e.g. 0.01")
+    if max_nudges is not None and max_nudges < 0:
+        raise TuningError(f"--max-nudges {max_nudges!r}: must be a rate of nudges per 100 clean calls, >= 0")
     ev = HaltEvaluator(det, units, calls, outcomes, delta)
+    if max_nudges is not None and not ev.nudge_param:
+        raise TuningError(f"{type(det).__name__} voices every finding (no nudge_param): --max-nudges needs a guard "
+                          "that can keep its first findings silent, e.g. progress_guard's nudge_after")
     if not any(outcomes.get(e) == "success" for e in ev.keys):
         raise TuningError("no episode with a successful run outcome: --objective deploy needs recorded outcomes "
                           "(e.g. --suite real-dev)")
     configured = int(getattr(det, ev.param))
+    conf_nudge = int(getattr(det, ev.nudge_param)) if ev.nudge_param else 0
     log: list[str] = []
-    globals_ = [ev.evaluate(v, {}) for v in ev.candidates]
-    best = min(globals_, key=lambda s: s.key(cap))
+    best = min((ev.evaluate(v, {}) for v in ev.candidates), key=lambda s: s.key(cap))
     log.append(f"{ev.param} = {best.value} of {ev.candidates}")
     if per_tool:
-        for p in range(1, max_passes + 1):
-            changed = False
-            for tool in ev.tools:
-                trials = [ev.evaluate(best.value, {k: v for k, v in best.tools.items() if k != tool})]
-                trials += [ev.evaluate(best.value, {**best.tools, tool: v}) for v in ev.candidates if v != best.value]
-                cand = min(trials, key=lambda s: s.key(cap))
-                if cand.key(cap)[:-1] < best.key(cap)[:-1]:  # a per-tool value must change what the halts do
-                    best, changed = cand, True
-                    log.append(f"pass {p}: {tool} -> {ev.param} = {cand.tools.get(tool, cand.value)}")
-            if not changed:
-                break
-    return DeployPick(ev.param, cap, best, ev.evaluate(configured, {}), ev.candidates, log)
+        best = _coordinate(best, ev.tools, ev.candidates,
+                           lambda b, t, v: ev.evaluate(b.value, {k: x for k, x in b.tools.items() if k != t}
+                                                       | ({} if v is None else {t: v})),
+                           lambda s: s.key(cap), lambda b: b.value, log, ev.param, max_passes,
+                           lambda s, t: s.tools.get(t, s.value))
+    if max_nudges is not None:
+        best = min((ev.evaluate(best.value, best.tools, n) for n in ev.candidates), key=lambda s: s.nudge_key(max_nudges))
+        log.append(f"{ev.nudge_param} = {best.nudge_value} of {ev.candidates}")
+        if per_tool:
+            best = _coordinate(best, ev.tools, ev.candidates,
+                               lambda b, t, v: ev.evaluate(b.value, b.tools, b.nudge_value,
+                                                           {k: x for k, x in b.nudge_tools.items() if k != t}
+                                                           | ({} if v is None else {t: v})),
+                               lambda s: s.nudge_key(max_nudges), lambda b: b.nudge_value, log, ev.nudge_param,
+                               max_passes, lambda s, t: s.nudge_tools.get(t, s.nudge_value))
+    return DeployPick(ev.param, cap, best, ev.evaluate(configured, {}, conf_nudge), ev.candidates, log,
+                      ev.nudge_param, max_nudges)
 
 
 def loco(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], cap: float, *,
-         delta: int, per_tool: bool = True) -> list[dict[str, Any]]:
+         delta: int, per_tool: bool = True, max_nudges: float | None = None) -> list[dict[str, Any]]:
     """Leave one corpus (family) out: the pick made on the other corpora, scored on the held-out
     one; a last row ``pooled`` sums the held-out totals of every fold. ``overrides_applied``: how
     many of the fold's per-tool overrides name a tool the held-out corpus calls (an override of a
@@ -182,23 +248,25 @@ def loco(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapp
     corpora = sorted(set(units["family"].astype(str)))
     if len(corpora) < 2:
         raise TuningError(f"leave-one-corpus-out needs at least 2 corpora (families); the episodes have {len(corpora)}")
-    rows, pooled = [], None
+    rows, pooled, pooled_nudge = [], None, None
     for c in corpora:
         tu, tc = units[units["family"] != c], calls[calls["family"] != c]
         hu, hc = units[units["family"] == c], calls[calls["family"] == c]
         try:
-            p = pick(det, tu, tc, outcomes, cap, delta=delta, per_tool=per_tool)
+            p = pick(det, tu, tc, outcomes, cap, delta=delta, per_tool=per_tool, max_nudges=max_nudges)
         except TuningError as exc:
             rows.append({"corpus": c, "setting": "", "note": str(exc)})
             continue
-        held = HaltEvaluator(det, hu, hc, outcomes, delta).evaluate(p.picked.value, p.picked.tools)
+        held = HaltEvaluator(det, hu, hc, outcomes, delta).evaluate(p.picked.value, p.picked.tools,
+                                                                     p.picked.nudge_value, p.picked.nudge_tools)
         pooled = held.totals if pooled is None else pooled + held.totals
+        pooled_nudge = held.nudge if pooled_nudge is None else pooled_nudge + held.nudge
         held_tools = set(hc["tool"].astype(str))
-        rows.append({"corpus": c, "setting": setting_text(p.param, p.picked), "met_on_others": p.met,
-                     "overrides_applied": f"{sum(t in held_tools for t in p.picked.tools)}/{len(p.picked.tools)}",
+        per = set(p.picked.tools) | set(p.picked.nudge_tools)
+        rows.append({"corpus": c, "setting": setting_text(p.param, p.picked, p.nudge_param), "met_on_others": p.met,
+                     "overrides_applied": f"{sum(t in held_tools for t in per)}/{len(per)}",
                      **_row(held), "note": ""})
     if pooled is not None:
-        pooled_nudge = HaltEvaluator(det, units, calls, outcomes, delta).nudge
         rows.append({"corpus": "pooled", "setting": "per fold", "met_on_others": None, "overrides_applied": "",
                      **_row(Setting(0, {}, pooled, pooled_nudge)), "note": ""})
     return rows
@@ -206,12 +274,15 @@ def loco(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapp
 
 def _row(s: Setting) -> dict[str, Any]:
     f = s.figures
-    out = {k: f[k] for k in HALT_FIGURES}
+    out = {k: f[k] for k in HALT_FIGURES + NUDGE_FIGURES}
     out["successes"] = "{}/{}".format(*s.counts("succ_stopped", "succ"))
     out["runaway"] = "{}/{}".format(*s.counts("runaway_caught", "runaway"))
     out["failed_calls"] = "{}/{}".format(*s.counts("fail_calls_saved", "fail_calls"))
     return out
 
 
-def setting_text(param: str, s: Setting) -> str:
-    return f"{param} = {s.value}" + "".join(f"; {t}: {v}" for t, v in sorted(s.tools.items()))
+def setting_text(param: str, s: Setting, nudge_param: str | None = None) -> str:
+    text = f"{param} = {s.value}" + "".join(f"; {t}: {v}" for t, v in sorted(s.tools.items()))
+    if nudge_param and (s.nudge_value or s.nudge_tools):
+        text += f"; {nudge_param} = {s.nudge_value}" + "".join(f"; {t}: {v}" for t, v in sorted(s.nudge_tools.items()))
+    return text

@@ -333,3 +333,35 @@ def test_a_value_in_quotes_is_the_same_value():
     # quotes inside a value are its text, and an unmatched quote is kept
     assert g.check("search_direct_flight", {"origin": "'JFK", "destination": "LAX", "date": "2024-05-20"}).verdict \
         is Verdict.ALLOW
+
+
+def test_nudge_after_keeps_the_first_findings_silent_and_counts_them_as_strikes():
+    """Cline's warn at 3, stop at 5: ``nudge_after=2, stop_after=4``. Each repeat of a read that
+    gives the same answer is a finding; the first two pass with the score of a finding, the next
+    two nudge, the fifth stops — after two warnings, not four."""
+    from detectors.protocol import Observation, ToolCall
+
+    def play(**params):
+        g = ProgressGuard(semantic=False, **params)
+        s, out = g.start(), []
+        for _ in range(6):
+            c = ToolCall("read_file", {"path": "notes.txt"})
+            d = g.check(s, c)
+            out.append(d)
+            s = g.record(s, c, d, Observation("the same notes"))
+        return out
+
+    ds = play(nudge_after=2, stop_after=4)
+    assert [d.verdict for d in ds] == [Verdict.ALLOW] * 3 + [Verdict.NUDGE] * 2 + [Verdict.STOP]
+    assert [d.score for d in ds[1:]] == [1.0, 2.0, 3.0, 4.0, 5.0]  # every finding scored, voiced or not
+    assert ds[1].events[0][1]["tier"] == "silent" and ds[1].message is None  # nothing said to the agent
+    assert "after 2 warning(s)" in ds[5].message
+    # the default voices every finding: nudge, then stop — the same scores
+    base = play()
+    assert [d.verdict for d in base[:3]] == [Verdict.ALLOW, Verdict.NUDGE, Verdict.STOP]
+    assert [d.score for d in base[1:3]] == [1.0, 2.0]
+    # per tool: quiet on read_file only
+    quiet = play(stop_after=4, tool_overrides={"read_file": {"nudge_after": 1}})
+    assert [d.verdict for d in quiet[1:4]] == [Verdict.ALLOW, Verdict.NUDGE, Verdict.NUDGE]
+    g = ProgressGuard(semantic=False, tool_overrides={"read_file": {"nudge_after": 3}})
+    assert g.nudge_threshold("read_file", 0) == 4.0 and g.nudge_threshold("search", 2) == 3.0

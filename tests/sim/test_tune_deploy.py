@@ -121,10 +121,17 @@ def test_cli_writes_a_toml_the_run_and_the_adapters_read(tmp_path) -> None:
 def test_global_only_writes_no_per_tool_halt_and_the_oracle_bounds_the_cap(real_rows, tmp_path) -> None:
     out = tmp_path / "global.toml"
     r = invoke("tune", "--objective", "deploy", "--detector", "progress_guard", "--max-stopped", "0.01",
-               "--suite", "real-dev", "--out", str(out), "--no-progress", "--json", "--global-only")
+               "--suite", "real-dev", "--out", str(out), "--no-progress", "--json", "--global-only",
+               "--max-nudges", "0.2")
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout[r.stdout.index("{"):])
-    assert summary["tools"] == {} and "tool_overrides" not in tomllib.loads(out.read_text())["detectors"]["progress_guard"]
+    table = tomllib.loads(out.read_text())["detectors"]["progress_guard"]
+    assert summary["tools"] == {} and summary["nudge_tools"] == {} and "tool_overrides" not in table
+    assert table["nudge_after"] == summary["nudge_value"] >= 1 and summary["nudges_met"]
+    assert summary["recommended"]["nudges_per_100_clean"] <= 0.2
+    from adapters.core import guard_factory
+
+    assert guard_factory("progress_guard", config=out)().detector.nudge_after == summary["nudge_value"]
     assert all(row["overrides_applied"] in ("0/0", "") for row in summary["loco"])
     # the oracle's point within the cap stops no more than the cap allows; at the onset it
     # catches every loop, and halting later never saves more
@@ -178,7 +185,7 @@ def test_max_stopped_needs_the_deploy_objective(tmp_path) -> None:
     assert r.exit_code == 2 and "--max-stopped is for --objective deploy" in r.stderr
     r = CliRunner().invoke(main, ["tune", "--detector", "exact", "--max-false-alarm-rate", "0.05", "--global-only",
                                   "--suite", "quick", "--out", str(tmp_path / "t.toml")])
-    assert r.exit_code == 2 and "--corpus and --global-only are for --objective deploy" in r.stderr
+    assert r.exit_code == 2 and "--corpus, --global-only and --max-nudges are for --objective deploy" in r.stderr
 
 
 def test_a_detector_without_a_graduated_response_cannot_be_picked(real_rows) -> None:
@@ -203,3 +210,42 @@ def test_progress_guard_takes_stop_after_per_tool() -> None:
 
     assert second("search") is Verdict.STOP
     assert second("find_flights") is Verdict.NUDGE
+
+
+def test_the_nudge_pick_is_what_the_guard_it_writes_voices(real_rows) -> None:
+    """Under a nudge budget the pick keeps the first findings silent; the guard built from the
+    pick, replayed, voices exactly the nudges and halts the evaluation counted — and stays
+    within the budget."""
+    units, calls, outcomes = real_rows
+    loose = pick(ProgressGuard(**PARAMS), units, calls, outcomes, 0.0, delta=5)
+    p = pick(ProgressGuard(**PARAMS), units, calls, outcomes, 0.0, delta=5, max_nudges=0.2)
+    assert p.nudges_met and p.picked.figures["nudges_per_100_clean"] <= 0.2
+    assert loose.picked.figures["nudges_per_100_clean"] > 0.2  # the budget binds: it is a real choice
+    assert p.picked.nudge_value > 0 or p.picked.nudge_tools
+    params = {**PARAMS, "stop_after": p.picked.value, "nudge_after": p.picked.nudge_value,
+              "tool_overrides": p.overrides(None) or None}
+    u2, c2, _ = _rows(load_real_episodes("real-dev"), params)
+    keys = {e: i for i, e in enumerate(dict.fromkeys(u2["episode"].astype(str)))}
+    voiced = (c2["verdict"] != "allow").to_numpy()
+    from sim.scoring.deploy import caught_from_calls
+
+    t = episode_totals(u2, c2, outcomes, keys, alarm=voiced, caught=caught_from_calls(u2, c2, voiced, 5)).sum(axis=0)
+    m = metrics_from_totals(t)
+    for k in ("nudges_per_100_clean", "blips_nudged", "runaway_nudged"):
+        assert np.isclose(m[k], p.picked.figures[k]), k
+    # silent findings are stored with their score: re-evaluating the replayed rows finds the same setting's figures
+    again = HaltEvaluator(ProgressGuard(**PARAMS), u2, c2, outcomes, 5).evaluate(
+        p.picked.value, p.picked.tools, p.picked.nudge_value, p.picked.nudge_tools)
+    assert again.figures == p.picked.figures
+
+
+def test_a_nudge_budget_needs_a_guard_that_can_stay_silent(real_rows) -> None:
+    units, calls, outcomes = real_rows
+
+    class Loud(ProgressGuard):
+        nudge_param = None
+
+    with pytest.raises(TuningError, match="voices every finding"):
+        pick(Loud(**PARAMS), units, calls, outcomes, 0.01, delta=5, max_nudges=1.0)
+    with pytest.raises(TuningError, match="--max-nudges -1"):
+        pick(ProgressGuard(**PARAMS), units, calls, outcomes, 0.01, delta=5, max_nudges=-1)
