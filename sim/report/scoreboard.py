@@ -14,6 +14,7 @@ from scenarios.files import atomic_write
 from sim.config.manifest import harness_text
 from sim.config.runfolder import read_run_manifest
 from sim.numbers import number_text
+from sim.scoring.deploy import LABEL_ORACLE
 
 
 def _family_table(m: pd.DataFrame, dets: list[str], families: list[str], cell: Callable[[pd.Series], str]) -> str:
@@ -89,6 +90,7 @@ def scoreboard_text(run_dir: Path) -> str:
                 parts.append(_family_table(m, dets, healthy,
                                            lambda r: number_text(r["false_alarm_rate"], pct=True, digits=0)))
                 parts.append("")
+            parts += _deploy_part(run_dir, dets)
     cpath = run_dir / "closed_metrics.csv"
     if cpath.exists():
         c = pd.read_csv(cpath, keep_default_na=False, na_values=[""])
@@ -124,6 +126,39 @@ def scoreboard_text(run_dir: Path) -> str:
         parts.append(f"- `{d['label']}`: `{d['class']}` {json.dumps(d['params'], sort_keys=True)}")
     parts.append("")
     return "\n".join(parts)
+
+
+def _deploy_part(run_dir: Path, dets: list[str]) -> list[str]:
+    """What each guard does to runs, from ``deploy.csv``, when the runs' outcomes are known."""
+    path = run_dir / "deploy.csv"
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    d = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    by = {(r["detector"], r["action"], r["metric"]): r for _, r in d.iterrows()}
+    if not any(k[2] in ("successes_stopped", "failed_calls_saved") and pd.notna(r["value"]) for k, r in by.items()):
+        return []  # no run outcome known: the deploy view says why
+
+    def cell(det: str, action: str, metric: str) -> str:
+        r = by.get((det, action, metric))
+        if r is None or pd.isna(r["value"]):
+            return "–"
+        if metric == "nudges_per_100_clean":
+            return number_text(r["value"], 2)
+        return f"{number_text(r['value'], pct=True)} ({int(r['count'])}/{int(r['of'])})"
+
+    rows = [[f"`{x}`", cell(x, "halt", "successes_stopped"), cell(x, "halt", "failed_calls_saved"),
+             cell(x, "configured", "successes_stopped"), cell(x, "configured", "failed_calls_saved"),
+             cell(x, "configured", "runaway_caught"), cell(x, "nudge", "nudges_per_100_clean")] for x in dets]
+    rows.append(["label oracle (halts at each labelled onset)", cell(LABEL_ORACLE, "halt", "successes_stopped"),
+                 cell(LABEL_ORACLE, "halt", "failed_calls_saved"), "", "", "", ""])
+    return ["## What a guard does to runs (`deploy.csv`)", "",
+            "Halting at the first alarm, and as configured (only the guard's own stop / escalate verdicts end a run): "
+            "successful runs stopped, calls of failed runs saved, runaway loops caught; nudges per 100 calls not "
+            "labelled as loops. The label oracle is what the labels allow any guard. Intervals and the nudge view: "
+            "`deploy.csv`, the report's deployment section.", "",
+            _table(["detector", "first alarm: successes stopped", "failed-run calls saved",
+                    "as configured: successes stopped", "failed-run calls saved", "runaway caught",
+                    "nudges / 100 clean calls"], rows), ""]
 
 
 def detector_failures(run_dir: Path, limit: int = 3) -> dict[str, tuple[dict[str, int], list[str]]]:

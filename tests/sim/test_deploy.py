@@ -191,6 +191,16 @@ def test_a_report_of_a_real_and_a_synthetic_run_keeps_them_apart(tmp_path: Path)
     oracle = curves[(curves.detector == "label_oracle") & curves["run"].str.contains("real traces")]
     assert list(oracle.sort_values("value")["value"]) == list(range(1, 9)) and oracle["param"].eq("k").all()
     assert oracle.sort_values("value")["failed_calls_saved"].is_monotonic_decreasing  # a later halt saves less
+    from sim.report.scoreboard import scoreboard_text
+
+    board = scoreboard_text(real)  # deployer terms on the first page, as deploy.csv has them
+    part = board[board.index("## What a guard does to runs"):]
+    rows = {line.split(" | ")[0]: line for line in part.splitlines() if line.startswith("| `")}
+    halt = deploy[(deploy.detector == "progress_guard") & (deploy.action == "configured")
+                  & (deploy.metric == "successes_stopped") & deploy["run"].str.contains("real traces")].iloc[0]
+    assert f"({int(halt['count'])}/{int(halt['of'])})" in rows["| `progress_guard`"]
+    assert "label oracle" in part and "`exact`" in rows["| `exact`"]
+    assert "## What a guard does to runs" in scoreboard_text(synth)  # outcomes from the unguarded closed-loop play
     md = (tmp_path / "both" / "report.md").read_text()
     assert md.count("### Open loop on ") == 2 and "no_guard" in md
     assert (tmp_path / "both" / "plots" / "operating_curve.png").stat().st_size > 10_000
