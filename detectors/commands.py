@@ -4,8 +4,8 @@ An agent whose tool is a shell or a code runner reads, edits and tests through o
 so the tool name says nothing about whether a call changed the world: the command text
 does. ``writes`` recognises the usual ways a command or a snippet changes files or the
 environment (in-place edits, redirections, ``git checkout``/``apply``, ``patch``,
-moving or deleting files, installing, code that opens a file for writing or saves a
-frame). When unsure it leans towards "writes": a read taken for a write only lets one re-run
+moving or deleting files, installing, formatters and fixers run to rewrite files, code that
+opens a file for writing or saves a frame). When unsure it leans towards "writes": a read taken for a write only lets one re-run
 through, a write taken for a read makes an edit-then-test cycle look like a loop.
 """
 from __future__ import annotations
@@ -31,6 +31,16 @@ _SHELL_WRITES = (
     r"\b(pip3?|npm|yarn|pnpm|apt-get|apt|conda|brew|cargo|go)\s+(install|add|get|i)\b",
     r"\btar\s+-?\w*x",
     r"\b(curl|wget)\b[^|;&]*\s-(o|O|-output)\b",
+    # formatters and fixers rewrite the files they are given (a build re-run after one is a re-test)
+    r"\bspotless(Apply|:apply)\b",
+    r"(^\s*|[;&|(]\s*|(^|\s)(-m|run|exec|npx|uvx)\s+)(black|isort|autopep8|yapf|autoflake|rustfmt|cargo\s+fmt)(?=\s|$)"
+    r"(?![^|;&]*--(check|diff)\b)",
+    r"\bruff\s+format\b(?![^|;&]*--(check|diff)\b)",
+    r"\b(ruff|eslint|stylelint|rubocop|golangci-lint)\b[^|;&]*\s(--fix|-a|--autocorrect)\b",
+    r"\bprettier\b[^|;&]*\s(--write|-w)\b",
+    r"\b(gofmt|goimports|clang-format)\b[^|;&]*\s-[wi]\b",
+    r"\b(npm|yarn|pnpm)\s+run\s+(format|fmt|fix|lint:fix)\b",
+    r"\bmake\s+(format|fmt)\b",
 )
 _CODE_WRITES = (
     r"\bopen\([^)]*['\"][^'\"]*[wax][^'\"]*['\"]",  # open(..., "w")

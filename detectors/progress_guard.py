@@ -847,8 +847,9 @@ class ProgressGuard(Detector):
             error_tool=error_tool, error_key=error_key, error_run=error_run,
             strikes=strikes, since_strike=since, fresh_from=fresh_from,
             last_text=masked[:50_000], last_informative=informative, silent=silent,
-            last_write_shape=p.shape if mode == "mutating" else state.last_write_shape,
-            write_drift=(p.shape == state.last_write_shape) if mode == "mutating" else state.write_drift,
+            # only a write that went through: a refused one changed nothing to try values on
+            last_write_shape=p.shape if wrote else state.last_write_shape,
+            write_drift=(p.shape == state.last_write_shape) if wrote else state.write_drift,
             not_there=self._not_there_after(state, call, p, news), unanswered_repeat=unanswered_repeat,
         )
 

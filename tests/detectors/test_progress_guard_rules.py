@@ -1,4 +1,6 @@
 """progress_guard's rules for patterns real traces show (issue 14), each on a small trace."""
+import pytest
+
 from detectors.commands import cosmetic_form, writes
 from detectors.guard import LoopGuard
 from detectors.progress_guard import ProgressGuard
@@ -365,3 +367,43 @@ def test_nudge_after_keeps_the_first_findings_silent_and_counts_them_as_strikes(
     assert [d.verdict for d in quiet[1:4]] == [Verdict.ALLOW, Verdict.NUDGE, Verdict.NUDGE]
     g = ProgressGuard(semantic=False, tool_overrides={"read_file": {"nudge_after": 3}})
     assert g.nudge_threshold("read_file", 0) == 4.0 and g.nudge_threshold("search", 2) == 3.0
+
+
+def test_a_refused_edit_is_no_trial_of_values():
+    """Blind trial of values needs edits that went through: an editor ``insert`` refused at line 9
+    and then made at line 7 is one edit, so the re-test after it is a re-test (a public OpenHands
+    run, spotbugs-3557, fired here); two made edits that differ only in their numbers still count."""
+    g = _guard()
+    test = {"command": "javac T.java && java T"}
+    out = "Exception in thread main: expected 3 got 2"
+    ins = {"command": "insert", "path": "/testbed/T.java", "new_str": "        sb.append(x);"}
+    g.record("execute_bash", test, out, error=True)
+    g.record("str_replace_editor", {"command": "str_replace", "path": "/testbed/T.java", "old_str": "a", "new_str": "b"},
+             "The file /testbed/T.java has been edited.")
+    g.record("execute_bash", test, out, error=True)
+    g.record("str_replace_editor", {**ins, "insert_line": 9}, "ERROR: invalid insert_line 9", error=True)
+    g.record("str_replace_editor", {**ins, "insert_line": 7}, "The file /testbed/T.java has been edited.")
+    assert g.check("execute_bash", test).verdict is Verdict.ALLOW
+    g.record("execute_bash", test, out, error=True)
+    g.record("str_replace_editor", {**ins, "insert_line": 5}, "The file /testbed/T.java has been edited.")
+    d = g.check("execute_bash", test)  # lines 7 and 5: the same edit tried with other numbers, same result
+    assert d.verdict is Verdict.NUDGE and "numbers" in d.message
+
+
+
+@pytest.mark.parametrize("command, rewrites", [
+    ("./gradlew :spotbugs:spotlessApply", True), ("mvn spotless:apply", True), ("black src/", True),
+    ("python -m black .", True), ("poetry run black x.py", True), ("cd src && isort .", True),
+    ("ruff check --fix .", True), ("ruff format .", True), ("uvx ruff format", True), ("npx prettier --write src", True),
+    ("gofmt -w main.go", True), ("cargo fmt", True), ("clang-format -i a.c", True), ("npm run format", True),
+    ("make fmt", True),
+    # checks that only report, and commands that merely name a formatter
+    ("black --check src/", False), ("ruff check .", False), ("ruff format --check .", False),
+    ("prettier --check src", False), ("gofmt -l .", False), ("cargo fmt -- --check", False), ("npm run test", False),
+    ("python -m pytest tests/test_black.py", False), ("grep -rn black .", False), ("cat isort.cfg", False),
+    ("echo black", False), ("./gradlew build", False),
+])
+def test_a_formatter_run_through_the_shell_is_a_write(command, rewrites):
+    """A formatter or fixer rewrites the files it is given, so the build re-run after it is a
+    re-test (a public OpenHands run re-ran ``./gradlew build`` after ``spotlessApply`` and passed)."""
+    assert writes(command) is rewrites
