@@ -21,6 +21,7 @@ from sim.config.runfolder import read_run_manifest
 from sim.files import read_table
 from sim.config.spec import DetectorSpec
 from sim.forking import default_workers, map_forked
+from sim.numbers import as_bool
 from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_profiles, summarize
 from sim.scoring.thresholds import (FAR_TARGETS, CallScores, candidate_values, check_contract, heldout_totals, pick_best,
                          pick_calibrated, sweep, sweep_metrics, take)
@@ -137,8 +138,7 @@ def _severity_fields(r) -> dict:
 
 
 def label_loop(series: pd.Series) -> list:
-    return [True if v is True or v == "true" or v == "True" else (False if v is False or v in ("false", "False") else None)
-            for v in series.tolist()]
+    return [as_bool(v) for v in series.tolist()]
 
 
 @dataclass
@@ -294,7 +294,7 @@ def _closed_intervals(an: Analysis) -> tuple[list, list]:
     for d, g in c.groupby("detector", sort=False):
         x = np.zeros((len(keys), len(CLOSED_FIELDS)))
         rows = np.array([index[e] for e in g["episode"]])
-        success = g["success"].map(lambda v: v is True or v == "true" or v == "True").astype(float).to_numpy()
+        success = g["success"].map(lambda v: as_bool(v) is True).astype(float).to_numpy()
         for j, col in enumerate(CLOSED_FIELDS):
             vals = np.ones(len(g)) if col == "episodes" else success if col == "success" else g[col].astype(float).to_numpy()
             np.add.at(x[:, j], rows, vals)
