@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from detectors.protocol import Observation
 from scenarios.inject import (KINDS, LOOP_KINDS, META_KEY, NEGATIVE_KINDS, PARAPHRASE_FLOOR, InjectError, check_kinds,
                               clean_reason, failed, inject_episodes, inject_trace, model_similarity, onset_of)
 from scenarios.injected_suite import INJECTED_FAMILIES, load_real_episodes
@@ -196,6 +197,15 @@ def test_unknown_kinds_are_refused():
     with pytest.raises(InjectError, match="unknown injection kind"):
         check_kinds(["stale", "loopy"])
 
+
+
+@pytest.mark.parametrize("text, got_nothing", [
+    ("[]", True), ("{}", True), (" {} ", True), ("null", True), ("None", True), ("NO RESULTS.", True), ("0 results", True),
+    ("No results for 'x'", True), ("Error: not found", False), ("{\"id\": 1}", False), ("[1]", False), ("", False),
+])
+def test_a_failed_call_is_an_error_an_empty_record_or_what_the_detectors_read_as_not_found(text, got_nothing):
+    assert failed(Observation(text)) is got_nothing
+    assert failed(Observation(text, error=True)) is True
 
 def test_the_real_injected_suite_loads_every_family():
     suite = load_suite("real-injected")
