@@ -36,31 +36,34 @@ class LoopGuardMiddleware(AgentMiddleware):
             guard = self._guards[key] = self.factory()
         return guard
 
-    def _before(self, request: Any) -> tuple[LoopGuard, Action]:
+    def _before(self, request: Any) -> tuple[LoopGuard, Action, int]:
+        """The guard's action on the call, and its turn: counted once, running the tool adds
+        no AI message to the request's state."""
         guard = self.guard_for(request)
         call = request.tool_call
-        return guard, before(guard, call["name"], call.get("args") or {}, _turn(request))
+        turn = _turn(request)
+        return guard, before(guard, call["name"], call.get("args") or {}, turn), turn
 
-    def _after(self, guard: LoopGuard, request: Any, action: Action, result: Any) -> Any:
+    def _after(self, guard: LoopGuard, request: Any, action: Action, turn: int, result: Any) -> Any:
         call = request.tool_call
         if isinstance(result, ToolMessage):
             after(guard, call["name"], call.get("args") or {}, _text(result.content),
-                  error=result.status == "error", decision=action.decision, turn=_turn(request))
+                  error=result.status == "error", decision=action.decision, turn=turn)
         else:  # a Command: the tool ran, its result is not a message we can read
-            after(guard, call["name"], call.get("args") or {}, None, decision=action.decision, turn=_turn(request))
+            after(guard, call["name"], call.get("args") or {}, None, decision=action.decision, turn=turn)
         return result
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        guard, action = self._before(request)
+        guard, action, turn = self._before(request)
         if not action.run:
             return _nudge(request, action)
-        return self._after(guard, request, action, handler(request))
+        return self._after(guard, request, action, turn, handler(request))
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        guard, action = self._before(request)
+        guard, action, turn = self._before(request)
         if not action.run:
             return _nudge(request, action)
-        return self._after(guard, request, action, await handler(request))
+        return self._after(guard, request, action, turn, await handler(request))
 
 
 def _nudge(request: Any, action: Action) -> ToolMessage:

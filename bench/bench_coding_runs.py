@@ -33,15 +33,18 @@ FIELD_GUARDS = ("openhands", "openhands_sdk", "cline", "roo_code", "gemini_cli",
 DEFAULT = ("progress_guard", "exact", *FIELD_GUARDS)
 
 
-def first_alarm(detector_name: str, ep: Episode) -> tuple[int, str] | None:
-    """Index (among the run's tool calls) of the detector's first non-allow verdict, and
-    the message it gave (its reason)."""
+def verdicts(detector_name: str, ep: Episode) -> tuple[tuple[int, str] | None, dict[int, Verdict]]:
+    """One scoring of the run by the detector: its first alarm, as the index (among the run's
+    tool calls) of its first non-allow verdict and the message it gave (its reason), and
+    every call's verdict by that index."""
     scored: dict = {}
-    for s in score_episode(make_detector(detector_name), ep, scored=scored):
-        if s.verdict is not Verdict.ALLOW:
-            decision = scored[s.node_id].decision
-            return s.call_index, (decision.message or "") if decision is not None else ""
-    return None
+    scores = score_episode(make_detector(detector_name), ep, scored=scored)
+    first = next((s for s in scores if s.verdict is not Verdict.ALLOW), None)
+    alarm = None
+    if first is not None:
+        decision = scored[first.node_id].decision
+        alarm = first.call_index, (decision.message or "") if decision is not None else ""
+    return alarm, {s.call_index: s.verdict for s in scores}
 
 
 def reruns_after_edit(calls: list[ToolNode]) -> list[int]:
@@ -106,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     print("models: " + ", ".join(f"{k} {v}" for k, v in sorted(models.items())))
 
     names = [d for d in args.detectors.split(",") if d]
-    alarms = {d: {ep.id: first_alarm(d, ep) for ep in runs} for d in names}
+    # Each run scored once per detector: the table reads the first alarms, --explain every verdict.
+    scoring = {d: {ep.id: verdicts(d, ep) for ep in runs} for d in names}
     print()
     print("| detector | runs fired | resolved fired | not resolved fired | outcome unknown fired |")
     print("|---|---|---|---|---|")
@@ -114,18 +118,19 @@ def main(argv: list[str] | None = None) -> int:
         cells = []
         for group in (None, "success", "failure", "unknown"):
             eps = [ep for ep in runs if group is None or run_outcome(ep.meta) == group]
-            fired = sum(alarms[d][ep.id] is not None for ep in eps)
+            fired = sum(scoring[d][ep.id][0] is not None for ep in eps)
             cells.append(f"{fired}/{len(eps)}")
         print(f"| `{d}` | " + " | ".join(cells) + " |")
 
     for d in [x for x in args.explain.split(",") if x]:
-        if d not in alarms:
-            alarms[d] = {ep.id: first_alarm(d, ep) for ep in runs}
+        if d not in scoring:
+            scoring[d] = {ep.id: verdicts(d, ep) for ep in runs}
         print(f"\n## first alarms of {d}")
         for ep in runs:
-            if alarms[d][ep.id] is None:
+            alarm = scoring[d][ep.id][0]
+            if alarm is None:
                 continue
-            k, reason = alarms[d][ep.id]
+            k, reason = alarm
             calls = ep.tool_nodes()
             ctx = alarm_context(calls, k)
             print(f"\n{ep.id} ({run_outcome(ep.meta)}): call {k} of {len(calls)}")
@@ -144,13 +149,13 @@ def main(argv: list[str] | None = None) -> int:
         allowed, total, stopped = 0, 0, []
         for ep in runs:
             calls = ep.tool_nodes()
-            verdicts = {s.call_index: s.verdict for s in score_episode(make_detector(d), ep)}
+            by_call = scoring[d][ep.id][1]
             for k in reruns_after_edit(calls):
                 total += 1
-                if verdicts[k] is Verdict.ALLOW:
+                if by_call[k] is Verdict.ALLOW:
                     allowed += 1
                 else:
-                    stopped.append(f"{ep.id} call {k} ({verdicts[k].value})")
+                    stopped.append(f"{ep.id} call {k} ({by_call[k].value})")
         print(f"\n{d} allows {allowed} of {total} re-runs right after a successful editor write"
               + (f"; not: {', '.join(stopped)}" if stopped else ""))
     return 0

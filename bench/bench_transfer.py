@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from detectors.registry import available  # noqa: E402
-from sim.numbers import as_float  # noqa: E402
+from sim.numbers import as_bool, as_float  # noqa: E402
 from sim.report.transfer import run_scores, summary_text, transfer  # noqa: E402
 from sim.scoring.outcomes import Outcome, load_profiles  # noqa: E402
 from sim.scoring.uncertainty import Bootstrap, episode_totals  # noqa: E402
@@ -48,7 +48,7 @@ def _outcome(row: dict) -> Outcome:
         return None if f is None else int(f)
 
     return Outcome(row["episode"], row["family"], row["unit"], row["outcome"], num(row["onset"]),
-                   num(row["first_alarm"]), num(row["delay"]), row["late"] in ("true", "True"), row["error"] or None)
+                   num(row["first_alarm"]), num(row["delay"]), as_bool(row["late"]) is True, row["error"] or None)
 
 
 def paired_interval(real_dir: Path, a: str, b: str, rounds: int = 2000) -> tuple[float, float, float]:

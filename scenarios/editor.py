@@ -155,13 +155,23 @@ def run_shell(world, state, args: Mapping[str, Any]):
     return run_command(world, state, command)
 
 
+def sh(command: str) -> ToolCall:
+    """An ``execute_bash`` call running ``command`` in the repository, as the agents write it."""
+    return ToolCall(SHELL, {"command": f"cd {REPO} && {command}"})
+
+
+def view(path: str) -> ToolCall:
+    """A ``str_replace_editor`` view of the whole of ``path`` (a file or a directory of the world)."""
+    return ToolCall(EDITOR, {"command": "view", "path": abs_path(path)})
+
+
 def editor_view(world, rng: random.Random) -> ToolCall:
     """A look around the repository through the editor: a file, a slice of one, or a directory."""
     path = rng.choice(sorted(world.files))
     form = rng.randrange(4)
     if form == 0:
-        return ToolCall(EDITOR, {"command": "view", "path": abs_path(path.split("/")[0])})
+        return view(path.split("/")[0])
     if form == 1:
         start = rng.randint(1, 3)
         return ToolCall(EDITOR, {"command": "view", "path": abs_path(path), "view_range": [start, start + rng.randint(1, 4)]})
-    return ToolCall(EDITOR, {"command": "view", "path": abs_path(path)})
+    return view(path)

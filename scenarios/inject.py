@@ -117,7 +117,6 @@ _SEARCHY = re.compile(r"search|lookup|find|list|query|browse|scroll", re.I)
 _PAGE_KEYS = ("page", "offset", "start", "cursor", "skip", "page_number")
 _LOOKUP_PAGE = re.compile(r"^\(Result (\d+)\s*/\s*(\d+)\)")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_EMPTY = frozenset(("[]", "{}", "null", "none", "no results", "no results.", "0 results"))
 #: Transient failures a retried call may meet first (what HTTP and RPC clients report).
 TRANSIENT_ERRORS = ("Error: request timed out", "Error: service temporarily unavailable (503)",
                     "Error: connection reset by peer", "Error: rate limit exceeded, retry later (429)")
@@ -210,7 +209,10 @@ def failed(obs: Observation | None) -> bool:
     if obs is None or not result_known(obs):
         return False
     text = (obs.content or "").strip()
-    return obs.error or text.lower() in _EMPTY or bool(NOT_FOUND.match(text))
+    # NOT_FOUND (what the detectors read as "nothing found") covers an empty list, null,
+    # none and "no results"; an empty JSON object is a failure here too (a lookup that
+    # returned no record), though to the detectors it is a result like any other.
+    return obs.error or text == "{}" or bool(NOT_FOUND.match(text))
 
 
 class Source:
@@ -225,6 +227,7 @@ class Source:
         self.text = [c.observation.content if c.observation is not None and result_known(c.observation) else None
                      for c in self.calls]
         self.error = [bool(c.observation is not None and c.observation.error) for c in self.calls]
+        self.failed = [failed(c.observation) for c in self.calls]
         self.write = [labeling.is_write(c.call) for c in self.calls]  # the labeller's rubric
         self.ok_write = [self.write[i] and self.text[i] is not None and not self.error[i] for i in range(n)]
         # The last successful write before each insertion point (a repeat across it is no loop).
@@ -256,7 +259,7 @@ class Source:
 
     def fresh(self, i: int) -> bool:
         """Call ``i`` brought something: a result that is no failure (a no-progress run can start after it)."""
-        return self.text[i] is not None and not failed(self.calls[i].observation)
+        return self.text[i] is not None and not self.failed[i]
 
 
 def clean_reason(ep: Episode) -> str | None:
@@ -427,10 +430,9 @@ def _pick_repeat(src: Source, rng: random.Random, ok: Callable[[int], bool] = la
     points = {at: [j for j in range(at) if src.repeatable(j, at)] for at in src.points() if ok_at(at)}
     points = {at: js for at, js in points.items() if js}
     want_failed = _want_failed(src, rng) if not any_call else None
-    is_failed = [failed(c.observation) for c in src.calls]
     verdict: dict[int, bool] = {}
     while points:
-        wanted = {at: [j for j in js if want_failed in (None, is_failed[j])] for at, js in points.items()}
+        wanted = {at: [j for j in js if want_failed in (None, src.failed[j])] for at, js in points.items()}
         wanted = {at: js for at, js in wanted.items() if js}
         if not wanted:
             return None
@@ -518,8 +520,7 @@ def _cycle(src: Source, rng: random.Random, sim: Similarity) -> Plan | None:
               != (src.calls[at - 1].call.tool, src.calls[at - 1].call.args)]
     # As for a single repeat: a cycle over a failure where real loops are (FAILED_SHARE).
     want_failed = _want_failed(src, rng)
-    points = [at for at in points if want_failed in (None, failed(src.calls[at - 2].observation)
-                                                     or failed(src.calls[at - 1].observation))]
+    points = [at for at in points if want_failed in (None, src.failed[at - 2] or src.failed[at - 1])]
     if not points:
         return None
     at = rng.choice(points)
@@ -551,7 +552,7 @@ def _no_progress(src: Source, rng: random.Random, sim: Similarity) -> Plan | Non
     request in prose (not another id or item: that is fan-out), none bringing anything new."""
     vocab = _vocabulary(src)
     points = [(at, f) for at in src.points() if src.fresh(at - 1)
-              for f in range(at) if failed(src.calls[f].observation) and _free_text_key(src.calls[f].call.args)
+              for f in range(at) if src.failed[f] and _free_text_key(src.calls[f].call.args)
               and f > src.last_write[at] and not src.write[f]]
     rng.shuffle(points)
     want = 3 + rng.choice((0, 0, 1))
@@ -675,7 +676,7 @@ def _paging(src: Source, rng: random.Random, sim: Similarity) -> Plan | None:
             if later is None:
                 later = later_by_tool[c.tool] = [
                     i for i in range(at, len(src)) if src.calls[i].call.tool == c.tool and src.text[i]
-                    and not failed(src.calls[i].observation) and len(src.text[i]) >= 20 and src.text[i] not in seen]
+                    and not src.failed[i] and len(src.text[i]) >= 20 and src.text[i] not in seen]
             if later:
                 cands.append((at, j, later))
     if not cands:

@@ -11,12 +11,11 @@ traces of a local copy of the corpora are used too; nothing of them is shipped.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from scenarios.inject import FAMILY_PREFIX, KINDS, inject_episodes
-from scenarios.realsuite import FAMILIES, RealSuiteWarning, load_real_suite
+from scenarios.realsuite import FAMILIES, load_real_suite
 from scenarios.tree import Episode
 
 
@@ -44,16 +43,11 @@ def families(name: str) -> list[str]:
 
 def load_injected_suite(name: str = "real-injected", corpus_dir: str | Path | None = None,
                         problems: list[str] | None = None) -> list[Episode]:
+    """The injected episodes of ``name``; the base suite's unmatched labels go to ``problems``, or
+    are warned about when it is None (as :func:`scenarios.realsuite.load_real_suite` does)."""
     spec = SUITES[name]
-    base_problems: list[str] = []
-    sources = load_real_suite(spec.base, corpus_dir, base_problems)
-    run = inject_episodes(sources, KINDS, spec.seed, spec.per_kind)
-    if problems is not None:
-        problems.extend(base_problems)
-    else:
-        for p in base_problems:
-            warnings.warn(p, RealSuiteWarning, stacklevel=2)
-    return run.episodes
+    sources = load_real_suite(spec.base, corpus_dir, problems)
+    return inject_episodes(sources, KINDS, spec.seed, spec.per_kind).episodes
 
 
 def load_real_episodes(name: str, corpus_dir: str | Path | None = None,

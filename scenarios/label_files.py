@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.files import atomic_file
-from scenarios.severity import SEVERITY_KEY, Severity
+from scenarios.severity import SEVERITY_KEY, Severity, severity_meta
 from scenarios.trace import TraceError, read_trace, write_trace
 from scenarios.tree import Episode, Label
 
@@ -109,8 +109,7 @@ def apply_decision(ep: Episode, entry: dict[str, Any]) -> str | None:
     if onset is not None and isinstance(persistence, int) and not isinstance(persistence, bool) and persistence >= 1 \
             and isinstance(to_end, bool):
         # The person accepted the onset with the severity shown beside it.
-        sev = Severity(persistence, to_end)
-        ep.meta[SEVERITY_KEY] = {"persistence": persistence, "to_end": to_end, "severity": sev.severity, "source": HUMAN}
+        ep.meta[SEVERITY_KEY] = severity_meta(Severity(persistence, to_end), HUMAN)
     if entry.get("ambiguous"):
         ep.meta[AMBIGUOUS_KEY] = True
     else:

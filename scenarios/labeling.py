@@ -54,7 +54,7 @@ from detectors.effects import effect_of
 from detectors.protocol import ToolCall, result_known
 from scenarios import realsuite
 from scenarios.outcome import UNKNOWN, run_outcome
-from scenarios.severity import SEVERITY_KEY, Severity, severity
+from scenarios.severity import SEVERITY_KEY, Severity, severity, severity_meta
 from scenarios.tree import Episode, Label, ToolNode
 
 RUBRIC_VERSION = 1
@@ -617,7 +617,7 @@ def propose(ep: Episode) -> tuple[dict[str, Label], Proposal]:
 def _severity_fields(sev: Severity | None) -> dict[str, Any]:
     if sev is None:
         return {}
-    return {"persistence": sev.persistence, "to_end": sev.to_end, "severity": sev.severity}
+    return severity_meta(sev)
 
 
 def human_proposal(ep: Episode) -> Proposal:
@@ -660,8 +660,7 @@ def label_episodes(episodes: Iterable[Episode]) -> tuple[list[Episode], list[Pro
             # The trace carries the proposed severity, which the scorer reads (scenarios.severity).
             ep.meta.pop(SEVERITY_KEY, None)
             if proposal.severity is not None and ep.is_linear():
-                ep.meta[SEVERITY_KEY] = {"persistence": proposal.persistence, "to_end": proposal.to_end,
-                                         "severity": proposal.severity, "source": LABELLER}
+                ep.meta[SEVERITY_KEY] = severity_meta(Severity(proposal.persistence, proposal.to_end), LABELLER)
             proposals.append(proposal)
         done.append(ep)
     return done, proposals

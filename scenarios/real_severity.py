@@ -26,6 +26,7 @@ from pathlib import Path
 from scenarios.files import atomic_file
 from scenarios.labeling import HUMAN, LABELLER, RUBRIC_VERSION, hindsight_severity
 from scenarios.realsuite import SEVERITIES, RealSuiteError, label_onset, load_severities, load_suite
+from scenarios.severity import severity_meta
 
 FORMAT = "loopbench-severities"
 
@@ -46,8 +47,7 @@ def propose_severities(name: str, corpus_dir: str | Path) -> list[dict]:
             entries.append(kept[sha])
             continue
         sev = hindsight_severity(ep, onset)
-        entries.append({"calls_sha1": sha, "episode": ep.id, "onset": onset, "persistence": sev.persistence,
-                        "to_end": sev.to_end, "severity": sev.severity, "source": LABELLER})
+        entries.append({"calls_sha1": sha, "episode": ep.id, "onset": onset, **severity_meta(sev, LABELLER)})
     return entries
 
 

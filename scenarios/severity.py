@@ -12,7 +12,7 @@ call); real traces get it in hindsight from the labeller, which reads each call'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 #: Redundant calls in a row from the onset (the onset included) that make a loop runaway.
 RUNAWAY_PERSISTENCE = 3
@@ -31,6 +31,15 @@ class Severity:
     @property
     def severity(self) -> str:
         return RUNAWAY if self.persistence >= RUNAWAY_PERSISTENCE or self.to_end else BLIP
+
+
+def severity_meta(sev: Severity, source: str | None = None) -> dict[str, Any]:
+    """``sev`` as episode meta, rows and severity files record it: persistence, to_end and severity
+    in that order (files keep it), then ``source`` when given (see :data:`SEVERITY_KEY`)."""
+    meta: dict[str, Any] = {"persistence": sev.persistence, "to_end": sev.to_end, "severity": sev.severity}
+    if source is not None:
+        meta["source"] = source
+    return meta
 
 
 def severity(redundant: Sequence[bool | None], onset: int) -> Severity:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 MISSING = "–"
@@ -16,6 +17,22 @@ def as_float(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return None if math.isnan(v) else v
+
+
+_TRUE = frozenset({"true", "1", "yes"})
+_FALSE = frozenset({"false", "0", "no"})
+
+
+def as_bool(value: Any) -> bool | None:
+    """A yes/no from a CSV cell or a computation: a bool (numpy's too) as it is; the text
+    true/1/yes or false/0/no in any case; None for empty, NaN or anything else."""
+    np = sys.modules.get("numpy")  # a numpy bool exists only once numpy is loaded: no import here
+    if isinstance(value, bool) or (np is not None and isinstance(value, np.bool_)):
+        return bool(value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value).strip().lower()
+    return True if text in _TRUE else False if text in _FALSE else None
 
 
 def number_text(value: Any, digits: int = 1, pct: bool = False, missing: str = MISSING) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from detectors.protocol import ToolCall
 
 from ..agents import Intent, LoopSpec, Script
-from ..editor import EDITOR, REPO, SHELL, editor_view
+from ..editor import EDITOR, SHELL, editor_view, sh
 from ..lexicon import CONCEPTS
 from ..text import render
 from ..world import World, WorldState
@@ -119,7 +119,7 @@ class PathBuilder:
         if tool == EDITOR:
             return editor_view(self.world, rng)
         if tool == SHELL:
-            return ToolCall(SHELL, {"command": f"cd {REPO} && {shell_read(self.world, rng).args['command']}"})
+            return sh(shell_read(self.world, rng).args["command"])
         if tool == "http_get":
             return ToolCall("http_get", {"url": f"https://docs.example.com/{rng.choice(CONCEPT_NAMES)}/{rng.randint(1, 500)}"})
         return None

@@ -44,7 +44,7 @@ from typing import Any
 from detectors.protocol import ToolCall
 
 from ..base import Scenario, family
-from ..editor import EDITOR, REPO, SHELL, abs_path
+from ..editor import EDITOR, SHELL, abs_path, sh, view
 from ..shell import current
 from .builder import PathBuilder, ScriptError, span
 from .hard_negatives import TREE, finish, start_world
@@ -53,14 +53,6 @@ from .real_loops import REAL
 
 CODING = (EDITOR, SHELL)
 TESTS = ("python -m pytest tests -q", "python -m pytest tests/ -x", "pytest -q tests", "python -m pytest -q")
-
-
-def sh(command: str) -> ToolCall:
-    return ToolCall(SHELL, {"command": f"cd {REPO} && {command}"})
-
-
-def view(path: str) -> ToolCall:
-    return ToolCall(EDITOR, {"command": "view", "path": abs_path(path)})
 
 
 def str_replace(b: PathBuilder, path: str, rng: random.Random) -> ToolCall:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,6 +21,7 @@ from sim.config.runfolder import read_run_manifest
 from sim.files import read_table
 from sim.config.spec import DetectorSpec
 from sim.forking import default_workers, map_forked
+from sim.numbers import as_bool
 from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, load_profiles, summarize
 from sim.scoring.thresholds import (FAR_TARGETS, CallScores, candidate_values, check_contract, heldout_totals, pick_best,
                          pick_calibrated, sweep, sweep_metrics, take)
@@ -137,8 +138,7 @@ def _severity_fields(r) -> dict:
 
 
 def label_loop(series: pd.Series) -> list:
-    return [True if v is True or v == "true" or v == "True" else (False if v is False or v in ("false", "False") else None)
-            for v in series.tolist()]
+    return [as_bool(v) for v in series.tolist()]
 
 
 @dataclass
@@ -158,6 +158,39 @@ class Analysis:
     delays: dict[str, list[int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    #: The open-loop rows as the bootstrap reads them, kept with the sweeps (None: not kept, or the
+    #: run has no open-loop outcomes).
+    open_loop: OpenLoopData | None = None
+    #: Each detector's threshold sweep, without its outcomes, when ``analyse`` was asked to keep them.
+    swept: dict[str, SweptTotals] = field(default_factory=dict)
+
+
+@dataclass
+class OpenLoopData:
+    """A run's open-loop rows arranged for the bootstrap: the judged episodes (the clusters,
+    ``index`` gives each its row) over their families (the strata), each detector's outcomes
+    and per-call rows, and the episodes that failed."""
+
+    boot: Bootstrap
+    index: dict[str, int]
+    by_det: dict[str, list[Outcome]]
+    cgroups: dict[str, pd.DataFrame]
+    errors: pd.DataFrame
+
+
+def open_loop_data(data: RunData, rounds: int, seed: int, family_text: bool = False,
+                   detectors: Sequence[str] | None = None) -> OpenLoopData:
+    """:class:`OpenLoopData` of ``data`` (its outcomes non-empty), for ``detectors`` (default: all);
+    ``family_text`` reads every family as text (a numeric corpus name stays a name)."""
+    out, calls = data.outcomes, data.calls
+    ep_family = dict(zip(out["episode"], out["family"].astype(str) if family_text else out["family"]))
+    keys = sorted(ep_family)
+    return OpenLoopData(
+        boot=Bootstrap(keys, [ep_family[k] for k in keys], rounds=rounds, seed=seed),
+        index={k: i for i, k in enumerate(keys)},
+        by_det={d: outcome_objects(out[out["detector"] == d]) for d in (data.detectors if detectors is None else detectors)},
+        cgroups={d: g for d, g in calls.groupby("detector", sort=False)} if len(calls) else {},
+        errors=out[out["error"].notna() & (out["error"] != "")])
 
 
 def _closed_metrics(t: np.ndarray, profiles=None) -> dict[str, np.ndarray]:
@@ -169,34 +202,33 @@ def _closed_metrics(t: np.ndarray, profiles=None) -> dict[str, np.ndarray]:
 
 
 def analyse(data: RunData, *, rounds: int = 1000, seed: int = 0, deltas: Sequence[int] = DELTAS,
-            workers: int = 0) -> Analysis:
+            workers: int = 0, keep_sweeps: bool = False) -> Analysis:
     """Compute every table of the report from loaded run data.
 
     The parts are independent: the intervals and paired differences, each detector's
     threshold sweep and its Δ view, the closed-loop intervals. They run as one list of jobs
     over forked processes (``workers``: 0 = one per core, 1 = in this process), the
     intervals (the longest) first, so no core waits while another works through a serial part.
+    ``keep_sweeps`` keeps each detector's swept totals in ``Analysis.swept`` and the rows they
+    come from in ``Analysis.open_loop`` (for :func:`sim.report.crossval.corpus_cv`, which
+    chooses from the same sweeps per corpus).
     """
 
     version, profiles = load_profiles()
     an = Analysis(data, version, profiles, rounds, seed, notes=list(data.notes))
     t0 = time.perf_counter()
-    work = _Work(an, deltas)
+    work = _Work(an, deltas, keep_sweeps=keep_sweeps)
     jobs: list[tuple] = []
     out = data.outcomes
     if len(out):
-        work.by_det = {d: outcome_objects(out[out["detector"] == d]) for d in data.detectors}
         # Clusters: every judged episode of the run(s); strata: their families.
-        ep_family = dict(zip(out["episode"], out["family"]))
-        keys = sorted(ep_family)
-        work.index = {k: i for i, k in enumerate(keys)}
-        work.boot = Bootstrap(keys, [ep_family[k] for k in keys], rounds=rounds, seed=seed)
-        calls = data.calls
-        work.cgroups = {d: g for d, g in calls.groupby("detector", sort=False)} if len(calls) else {}
-        work.errors = out[out["error"].notna() & (out["error"] != "")]
+        ol = open_loop_data(data, rounds, seed)
+        if keep_sweeps:  # else not held past the analysis: its per-detector call rows are a copy of calls.csv
+            an.open_loop = ol
+        work.by_det, work.index, work.boot, work.cgroups, work.errors = ol.by_det, ol.index, ol.boot, ol.cgroups, ol.errors
         for d in data.detectors:
             an.delays[d] = [o.delay for o in work.by_det[d] if o.outcome == "tp" and o.delay is not None]
-        work.sweeps = bool(data.units and len(calls))
+        work.sweeps = bool(data.units and len(data.calls))
         jobs.append(("intervals", None))
         if work.sweeps:
             jobs += [("sweep", d) for d in data.detectors] + [("delta", d) for d in data.detectors]
@@ -208,16 +240,18 @@ def analyse(data: RunData, *, rounds: int = 1000, seed: int = 0, deltas: Sequenc
         parts = map_forked(_analysis_job, jobs, min(workers or default_workers(), len(jobs)))
     finally:
         _WORK = None
-    for (kind, _), (part, seconds) in zip(jobs, parts):
+    for (kind, det), (part, seconds) in zip(jobs, parts):
         an.seconds[_SECONDS[kind]] = an.seconds.get(_SECONDS[kind], 0.0) + seconds
         if kind == "intervals":
             an.intervals, an.paired, defaults = part
             an.thresholds += defaults
         elif kind == "sweep":
-            curves, rows, notes = part
+            curves, rows, notes, swept = part
             an.curves += curves
             an.thresholds += rows
             an.notes += notes
+            if swept is not None:
+                an.swept[det] = swept
         elif kind == "delta":
             an.delta_rows += part
         else:
@@ -242,6 +276,7 @@ class _Work:
     index: dict[str, int] = field(default_factory=dict)
     errors: pd.DataFrame | None = None
     sweeps: bool = False
+    keep_sweeps: bool = False
 
 
 _WORK: _Work | None = None  # set in the parent before its workers fork
@@ -294,7 +329,7 @@ def _closed_intervals(an: Analysis) -> tuple[list, list]:
     for d, g in c.groupby("detector", sort=False):
         x = np.zeros((len(keys), len(CLOSED_FIELDS)))
         rows = np.array([index[e] for e in g["episode"]])
-        success = g["success"].map(lambda v: v is True or v == "true" or v == "True").astype(float).to_numpy()
+        success = g["success"].map(lambda v: as_bool(v) is True).astype(float).to_numpy()
         for j, col in enumerate(CLOSED_FIELDS):
             vals = np.ones(len(g)) if col == "episodes" else success if col == "success" else g[col].astype(float).to_numpy()
             np.add.at(x[:, j], rows, vals)
@@ -324,15 +359,16 @@ def _default_row(an: Analysis, det: str, outs, boot: Bootstrap, x: np.ndarray, n
                 rm["miss_rate"], note=note)
 
 
-def _sweep_one(w: _Work, det: str) -> tuple[list, list, list]:
+def _sweep_one(w: _Work, det: str) -> tuple[list, list, list, SweptTotals | None]:
     """One detector's sweep: the curve rows, threshold rows and notes it adds, collected in
-    lists of its own (the analysis is shared when the jobs run in this process)."""
+    lists of its own (the analysis is shared when the jobs run in this process), and with
+    ``keep_sweeps`` its swept totals without the outcomes (only the totals go back from a worker)."""
     an = w.an
     kept = an.curves, an.thresholds, an.notes
     an.curves, an.thresholds, an.notes = [], [], []
     try:
-        _sweep_detector(an, w.boot, w.cgroups, w.by_det, w.index, an.data.delta, w.errors, det)
-        return an.curves, an.thresholds, an.notes
+        st = _sweep_detector(an, w.boot, w.cgroups, w.by_det, w.index, an.data.delta, w.errors, det)
+        return an.curves, an.thresholds, an.notes, replace(st, outs=[]) if w.keep_sweeps else None
     finally:
         an.curves, an.thresholds, an.notes = kept
 
@@ -388,9 +424,10 @@ def swept_totals(data: RunData, boot: Bootstrap, cgroups, by_det, index, errors_
     return SweptTotals(param, values, values.index(default), outs, point, rounds)
 
 
-def _sweep_detector(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta, errors_all, det: str) -> None:
+def _sweep_detector(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta, errors_all, det: str) -> SweptTotals:
     """``det``'s threshold curve and operating points (or its default row, when it has no
-    threshold parameter or its stored scores break the sweep contract), added to ``an``."""
+    threshold parameter or its stored scores break the sweep contract), added to ``an``;
+    the sweep they come from."""
     profiles = an.profiles
     std = profiles["standard"]
     fams = list(boot.groups)
@@ -400,7 +437,7 @@ def _sweep_detector(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta
     if st.param is None:
         x_default = episode_totals(by_det[det], index, delta)
         an.thresholds.append(_default_row(an, det, by_det[det], boot, x_default, note=st.reason))
-        return
+        return st
     param, values, outs, d_idx = st.param, st.values, st.outs, st.default_index
     default = values[d_idx]
     pf_point, pf_round = st.point, st.rounds
@@ -442,6 +479,7 @@ def _sweep_detector(an: Analysis, boot: Bootstrap, cgroups, by_det, index, delta
     ip = pick_best(pm["score_standard"], d_idx)
     ir = pick_best(rm["score_standard"], d_idx)
     at("oracle", ip, ir, "best on the scored episodes: an upper bound")
+    return st
 
 
 def _fmt_value(v) -> str:

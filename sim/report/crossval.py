@@ -28,10 +28,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from sim.numbers import as_float
-from sim.report.analysis import RunData, outcome_objects, swept_totals
+from sim.report.analysis import Analysis, RunData, open_loop_data, swept_totals
 from sim.scoring.outcomes import Outcome, load_profiles
 from sim.scoring.thresholds import heldout_totals, pick_best, take
-from sim.scoring.uncertainty import FIELDS, Bootstrap, episode_totals, metrics_from_totals, percentile_interval, score_from_totals
+from sim.scoring.uncertainty import FIELDS, episode_totals, metrics_from_totals, percentile_interval, score_from_totals
 
 POOLED = "pooled"
 REFERENCE = "exact"
@@ -139,32 +139,36 @@ class Grid:
 
 
 def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: str = REFERENCE,
-              detectors: Sequence[str] | None = None, grids: Mapping[str, Grid] | None = None) -> CrossVal:
+              detectors: Sequence[str] | None = None, grids: Mapping[str, Grid] | None = None,
+              analysis: Analysis | None = None) -> CrossVal:
     """The leave-one-corpus-out table of a run on real traces (see the module docstring).
 
     ``grids`` maps a detector to a parameter grid to choose per fold in place of its threshold.
+    ``analysis``: the report's analysis of ``data`` (``analyse(..., keep_sweeps=True)``), whose
+    bootstrap and threshold sweeps are used instead of computing them again when they are the
+    same (same rounds and seed, its families the corpora).
     """
     corpora = check_run(data)
     _, profiles = load_profiles()
     std = profiles["standard"]
-    out = data.outcomes
-    ep_family = dict(zip(out["episode"], out["family"].astype(str)))
-    keys = sorted(ep_family)
-    index = {k: i for i, k in enumerate(keys)}
-    boot = Bootstrap(keys, [ep_family[k] for k in keys], rounds=rounds, seed=seed)
-    assert list(boot.groups) == corpora  # both sorted: the corpus axis is the bootstrap's family axis
-    cgroups = {d: g for d, g in data.calls.groupby("detector", sort=False)} if len(data.calls) else {}
-    errors = out[out["error"].notna() & (out["error"] != "")]
     dets = [d for d in (detectors or data.detectors) if d in data.detectors]
+    shared = analysis is not None and analysis.open_loop is not None and (analysis.rounds, analysis.seed) == (rounds, seed) \
+        and list(analysis.open_loop.boot.groups) == corpora
+    ol = analysis.open_loop if shared else open_loop_data(data, rounds, seed, family_text=True, detectors=dets)
+    swept = analysis.swept if shared else {}
+    boot, index = ol.boot, ol.index
+    assert list(boot.groups) == corpora  # both sorted: the corpus axis is the bootstrap's family axis
     folds: dict[str, _Folds] = {}
     for det in dets:
-        by_det = {det: outcome_objects(out[out["detector"] == det])}
+        by_det = {det: ol.by_det[det]}
         if grids and det in grids:
             g = grids[det]
             x = np.stack([episode_totals(o, index, data.delta) for o in g.outcomes], axis=1)  # (N, V, k)
             (point, rounds_t), param, values, d_idx = boot.family_totals(x), g.param, g.values, g.default_index
-        elif data.units and det in cgroups:
-            st = swept_totals(data, boot, cgroups, by_det, index, errors, det)
+        elif data.units and det in ol.cgroups:
+            st = swept.get(det)
+            if st is None:
+                st = swept_totals(data, boot, ol.cgroups, by_det, index, ol.errors, det)
             point, rounds_t, param, values, d_idx = st.point, st.rounds, st.param, st.values, st.default_index
         else:  # no stored trace to re-score from: as run
             x = episode_totals(by_det[det], index, data.delta)[:, None, :]

@@ -324,7 +324,7 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         grids = cv_grids(data) if cv_grids is not None else None
     out = Path(out) if out is not None else data.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
-    an = analyse(data, rounds=rounds, seed=seed)
+    an = analyse(data, rounds=rounds, seed=seed, keep_sweeps=cv is not None)  # cv picks from the same sweeps
     write_csv(out / "intervals.csv", an.intervals + an.closed_intervals, INTERVAL_COLUMNS)
     write_csv(out / "paired.csv", an.paired + an.closed_paired, PAIRED_COLUMNS)
     write_csv(out / "thresholds.csv", an.thresholds, THRESHOLD_COLUMNS)
@@ -338,7 +338,7 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         moved = (real_dir, rows, summary)
     crossval = None
     if cv is not None:
-        crossval = corpus_cv(data, rounds=rounds, seed=seed, grids=grids)
+        crossval = corpus_cv(data, rounds=rounds, seed=seed, grids=grids, analysis=an)
         write_csv(out / "cv.csv", crossval.rows, CV_COLUMNS)
     view = deploy_view(data, _builder(data), rounds=rounds, seed=seed)
     by_run = ["run"] if view.runs else []  # a report of several runs: each run's rows apart

@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 from scenarios.base import healthy_families, loop_families  # noqa: E402
 from sim.files import save_figure  # noqa: E402
 from sim.forking import default_workers, map_forked  # noqa: E402
+from sim.numbers import as_bool  # noqa: E402
 
 DPI = 110
 
@@ -183,7 +184,7 @@ def plot_delays(an, path: Path) -> Path | None:
         tp = g[g.outcome == "tp"]["delay"].astype(int)
         for k in range(delta + 1):
             shares[i, k] = (tp == k).sum() / n
-        late = g["late"].map(lambda v: v is True or v == "true" or v == "True")
+        late = g["late"].map(lambda v: as_bool(v) is True)
         shares[i, delta + 1] = ((g.outcome == "miss") & late).sum() / n
         shares[i, delta + 2] = ((g.outcome == "miss") & ~late).sum() / n
         shares[i, delta + 3] = (g.outcome == "early").sum() / n

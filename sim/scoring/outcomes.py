@@ -28,7 +28,7 @@ from typing import Iterable, Mapping, Sequence
 
 from detectors.protocol import Verdict
 from scenarios.outcome import UNKNOWN, run_outcome
-from scenarios.severity import BLIP, RUNAWAY, SEVERITY_KEY, Severity, severity
+from scenarios.severity import BLIP, RUNAWAY, SEVERITY_KEY, Severity, severity, severity_meta
 from scenarios.tree import Episode, ToolNode
 
 #: The detection window: an alarm up to DELTA calls after the onset still counts as caught.
@@ -128,7 +128,7 @@ class ScoringUnits:
                             run_outcome=run)]
         out = []
         for (leaf, _, onset), a, sev in zip(self.looping, first, self.severities):
-            more = {"run_outcome": run, "persistence": sev.persistence, "to_end": sev.to_end, "severity": sev.severity}
+            more = {"run_outcome": run, **severity_meta(sev)}
             if error is not None:
                 out.append(Outcome(ep, fam, leaf, "miss", onset, None, None, error=error, **more))
             elif a is None:

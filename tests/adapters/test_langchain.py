@@ -100,3 +100,24 @@ def test_two_concurrent_runs_never_share_a_guard(threads):
     assert sorted(world.ran) == [("fetch", "D1")] * 2 + [("search", "q3 revenue")] * 2
     assert not any("Loop guard" in t for t in tool_texts(ra["messages"]) + tool_texts(rb["messages"]))
     assert len(mw._guards) == 2
+
+
+def test_each_call_is_checked_and_recorded_under_the_turn_of_the_response_that_proposed_it():
+    from detectors.exact import ExactDetector
+    from detectors.guard import LoopGuard
+
+    seen: list[tuple[str, str, int | None]] = []
+
+    class Watched(ExactDetector):
+        def check(self, state, call):
+            seen.append(("check", call.tool, call.turn))
+            return super().check(state, call)
+
+        def record(self, state, call, decision, observation):
+            seen.append(("record", call.tool, call.turn))
+            return super().record(state, call, decision, observation)
+
+    agent = create_agent(scripted(HEALTHY), tools(World()), middleware=[LoopGuardMiddleware(lambda: LoopGuard(Watched()))])
+    asyncio.run(agent.ainvoke({"messages": [{"role": "user", "content": "find q3 revenue"}]}))  # the tools are async
+    # One AI message per step of the script: the k-th call comes from the k-th response.
+    assert seen == [(step, t, k) for k, (t, _) in enumerate(HEALTHY, 1) for step in ("check", "record")]

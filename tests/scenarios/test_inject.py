@@ -8,10 +8,12 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from detectors.protocol import Observation
 from scenarios.inject import (KINDS, LOOP_KINDS, META_KEY, NEGATIVE_KINDS, PARAPHRASE_FLOOR, InjectError, check_kinds,
                               clean_reason, failed, inject_episodes, inject_trace, model_similarity, onset_of)
 from scenarios.injected_suite import INJECTED_FAMILIES, load_real_episodes
 from scenarios.labeling import propose
+from scenarios import realsuite
 from scenarios.realsuite import load_real_suite
 from scenarios.suites import load_suite
 from scenarios.trace import dumps_events, episode_events, loads_trace, write_trace
@@ -196,6 +198,15 @@ def test_unknown_kinds_are_refused():
         check_kinds(["stale", "loopy"])
 
 
+
+@pytest.mark.parametrize("text, got_nothing", [
+    ("[]", True), ("{}", True), (" {} ", True), ("null", True), ("None", True), ("NO RESULTS.", True), ("0 results", True),
+    ("No results for 'x'", True), ("Error: not found", False), ("{\"id\": 1}", False), ("[1]", False), ("", False),
+])
+def test_a_failed_call_is_an_error_an_empty_record_or_what_the_detectors_read_as_not_found(text, got_nothing):
+    assert failed(Observation(text)) is got_nothing
+    assert failed(Observation(text, error=True)) is True
+
 def test_the_real_injected_suite_loads_every_family():
     suite = load_suite("real-injected")
     assert suite.real and suite.mode == "open" and suite.families == INJECTED_FAMILIES
@@ -205,6 +216,18 @@ def test_the_real_injected_suite_loads_every_family():
     assert [e.id for e in eps] == [e.id for e in load_real_episodes("real-injected")]
     assert sum(1 for e in eps if e.meta[META_KEY]["kind"] in NEGATIVE_KINDS) >= 100
 
+
+
+def test_the_real_injected_suite_reports_its_base_suites_unmatched_labels(monkeypatch):
+    labels = realsuite.load_labels("real-dev")
+    next(t for t in labels["traces"] if t["source"] == "tau-bench-airline-gpt4o" and t["n_calls"])["calls_sha1"] = "0" * 40
+    monkeypatch.setattr(realsuite, "load_labels", lambda name, path=None: labels)
+    with pytest.warns(realsuite.RealSuiteWarning, match="calls_sha1"):
+        warned = load_real_episodes("real-injected")
+    problems: list[str] = []
+    collected = load_real_episodes("real-injected", problems=problems)
+    assert len(problems) == 1 and "calls_sha1" in problems[0]
+    assert [e.id for e in warned] == [e.id for e in collected]
 
 # -- the command -------------------------------------------------------------------------------
 def _cli(*args):

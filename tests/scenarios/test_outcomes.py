@@ -15,7 +15,7 @@ from scenarios.importers import convert, import_file
 from scenarios.labeling import hindsight_severity, label_episodes, propose
 from scenarios.outcome import call_at_step, from_reward, history_step, meta_problem, run_outcome
 from scenarios.realsuite import label_onset, load_real_suite, load_severities
-from scenarios.severity import RUNAWAY_PERSISTENCE, severity
+from scenarios.severity import RUNAWAY_PERSISTENCE, Severity, severity, severity_meta
 from scenarios.trace import loads_trace, read_trace, write_trace
 from scenarios.tree import Episode, Label, ToolNode, linear_episode
 from detectors.protocol import Observation, ToolCall
@@ -156,6 +156,14 @@ def test_notes_neither_count_nor_end_a_loop(flags, data):
     expected = next((i for i, f in enumerate(judged) if not f), len(judged))
     assert sev.persistence == expected and sev.to_end == all(judged)
 
+
+
+def test_severity_meta_is_the_one_record_of_a_severity():
+    # Episode meta, outcome rows and severity files all record a severity this way, keys in this order.
+    assert list(severity_meta(Severity(1, False)).items()) == [("persistence", 1), ("to_end", False), ("severity", "blip")]
+    assert list(severity_meta(Severity(RUNAWAY_PERSISTENCE, False), "human").items()) == [
+        ("persistence", RUNAWAY_PERSISTENCE), ("to_end", False), ("severity", "runaway"), ("source", "human")]
+    assert severity_meta(Severity(1, True))["severity"] == "runaway"
 
 def test_each_looping_branch_has_its_own_severity():
     ep = Episode("tree")

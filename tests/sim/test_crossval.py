@@ -120,6 +120,23 @@ def test_on_a_real_run_the_held_out_threshold_is_the_best_on_the_other_corpus(re
     assert corpus_cv(load_runs([real_run]), rounds=50).rows == cv.rows
 
 
+
+def test_cv_takes_the_reports_sweeps_and_gets_the_same_table(real_run, monkeypatch):
+    import sim.report.crossval as crossval
+    from sim.report.analysis import analyse
+
+    data = load_runs([real_run])
+    alone = corpus_cv(data, rounds=50)
+    an = analyse(data, rounds=50, workers=2, keep_sweeps=True)  # the sweeps come back from forked workers
+    assert set(an.swept) == set(data.detectors) and all(not st.outs for st in an.swept.values())
+    plain = analyse(data, rounds=10, workers=1)  # a report without --cv keeps neither
+    assert plain.swept == {} and plain.open_loop is None
+    monkeypatch.setattr(crossval, "swept_totals", lambda *a, **k: pytest.fail("cv swept again"))
+    assert corpus_cv(data, rounds=50, analysis=an).rows == alone.rows
+    # Another bootstrap (other rounds or seed) is not the report's: cv makes its own.
+    monkeypatch.undo()
+    assert corpus_cv(data, rounds=50, seed=1, analysis=an).rows == corpus_cv(data, rounds=50, seed=1).rows
+
 def test_report_cv_writes_the_table_and_the_section(real_run, tmp_path):
     r = invoke("report", str(real_run), "--cv", "corpus", "--rounds", "30", "--out", str(tmp_path / "rep"))
     assert r.exit_code == 0, r.output
