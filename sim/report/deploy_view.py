@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from sim.execute.rows import NO_GUARD
-from sim.numbers import number_text
+from sim.numbers import as_bool, number_text
 from sim.scoring.deploy import (CURVE_METRICS, DEPLOY_COLUMNS, HALT_METRICS, LABEL_ORACLE, METRICS, deploy_rows,
                                 halt_levels, operating_curve, oracle_curve, run_outcomes)
 from sim.scoring.thresholds import CallScores, candidate_values
@@ -120,7 +120,7 @@ def closed_view(closed: pd.DataFrame) -> list[dict]:
     unguarded reference row (``no_guard``) on the same episodes."""
     if not len(closed):
         return []
-    succ = closed["success"].astype(str).str.lower().isin(["true", "1"])
+    succ = closed["success"].map(as_bool).eq(True)
     g = closed.assign(ok=succ).groupby("detector", sort=False).agg(
         episodes=("episode", "count"), success_rate=("ok", "mean"), spend=("spend", "sum"), stops=("stop", "sum"))
     ref = g.loc[NO_GUARD] if NO_GUARD in g.index else None

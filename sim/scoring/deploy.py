@@ -42,7 +42,7 @@ import pandas as pd
 from scenarios.outcome import FAILURE, OUTCOMES, SUCCESS, UNKNOWN
 from scenarios.severity import BLIP, RUNAWAY, Severity
 from sim.files import read_table, write_csv
-from sim.numbers import as_float
+from sim.numbers import as_bool, as_float
 from sim.scoring.outcomes import DELTA
 from sim.scoring.uncertainty import LEVEL, ROUNDS, SEED, Bootstrap, percentile_interval
 
@@ -67,8 +67,6 @@ METRICS = (
     ("nudge", "nudges_per_100_clean", "clean_alarms", "clean_calls", 100.0),
 )
 
-_TRUE = {"true", "1", "yes"}
-
 #: Verdicts that end a run when the guard runs as configured (a nudge or a refused call lets it go on).
 HALTING = ("stop", "escalate")
 #: The reference row of ``deploy.csv`` and ``deploy_curves.csv``: halts where the labels say a loop is.
@@ -89,14 +87,6 @@ class Outcomes:
         return any(v in (SUCCESS, FAILURE) for v in self.by_episode.values())
 
 
-def _flag(v) -> bool | None:
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return None
-    return str(v).strip().lower() in _TRUE
-
-
 def run_outcomes(episodes: pd.DataFrame, closed: pd.DataFrame | None = None) -> Outcomes:
     """Run outcome per episode: from ``episodes.csv`` where recorded, else from an uninterrupted
     closed-loop play in ``closed.csv``, else ``unknown``."""
@@ -115,7 +105,7 @@ def run_outcomes(episodes: pd.DataFrame, closed: pd.DataFrame | None = None) -> 
         quiet = closed[(closed[["nudge", "prune", "escalate", "stop"]].fillna(0).sum(axis=1) == 0)]
         for e, s in zip(quiet["episode"].astype(str), quiet["success"]):
             if e in out and out[e] == UNKNOWN:
-                out[e] = SUCCESS if _flag(s) else FAILURE
+                out[e] = SUCCESS if as_bool(s) else FAILURE
                 source = "closed.csv (uninterrupted closed-loop play)"
     return Outcomes(out, source)
 
@@ -136,7 +126,7 @@ def severities(units: pd.DataFrame, calls: pd.DataFrame) -> list[str]:
             depth = pd.to_numeric(g["depth"]).to_numpy()
             if len(set(depth.tolist())) == len(depth):  # one call per path position: a single path
                 order = np.argsort(depth, kind="stable")
-                runs[e] = [(int(depth[i]), _flag(g["label_loop"].iloc[i])) for i in order]
+                runs[e] = [(int(depth[i]), as_bool(g["label_loop"].iloc[i])) for i in order]
     out = []
     onsets = pd.to_numeric(units["onset"], errors="coerce").to_numpy() if "onset" in units else [np.nan] * len(units)
     for e, o in zip(units["episode"].astype(str), onsets):
@@ -164,7 +154,7 @@ def episode_totals(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[s
     eps = calls["episode"].astype(str).to_numpy()
     idx = pd.to_numeric(calls["call_index"]).to_numpy()
     tokens = pd.to_numeric(calls["tokens"], errors="coerce").fillna(0).to_numpy() if "tokens" in calls else None
-    lab = [_flag(v) for v in calls["label_loop"]] if "label_loop" in calls else [None] * len(calls)
+    lab = [as_bool(v) for v in calls["label_loop"]] if "label_loop" in calls else [None] * len(calls)
     first: dict[str, float] = {}
     for e, i, a in zip(eps, idx, alarm):
         if a and i < first.get(e, np.inf):
@@ -276,7 +266,7 @@ def deploy_rows(episodes: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFram
 
 def labelled_alarm(calls: pd.DataFrame, k: int) -> np.ndarray:
     """Per ``calls.csv`` row: true at each episode's k-th call labelled a loop (in call order)."""
-    lab = np.array([_flag(v) is True for v in calls["label_loop"]], dtype=bool)
+    lab = np.array([as_bool(v) is True for v in calls["label_loop"]], dtype=bool)
     idx = pd.to_numeric(calls["call_index"]).to_numpy()
     eps = calls["episode"].astype(str).to_numpy()
     out = np.zeros(len(calls), dtype=bool)
