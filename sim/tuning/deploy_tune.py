@@ -149,20 +149,33 @@ class HaltEvaluator:
         return Setting(value, dict(tools), self._totals(halt), self._totals(voiced), nudge_value, nudge_tools)
 
 
-def _coordinate(best: Setting, tools: Sequence[str], candidates: Sequence[int], trial, key, current, log: list[str],
-                name: str, max_passes: int, value_of) -> Setting:
-    """Per-tool values of parameter ``name`` by coordinate search from ``best``: ``trial(setting,
-    tool, v)`` is ``best`` with ``tool`` at ``v`` (``None``: the global value), ``value_of(setting,
-    tool)`` the value it gives ``tool``; a tool keeps a value only when it changes the figures
-    ``key`` ranks (its last element, lateness, only breaks ties)."""
+def _with_tool(ev: HaltEvaluator, s: Setting, which: str, tool: str, v: int | None) -> Setting:
+    """``s`` with ``tool``'s ``which`` value ("halt" or "nudge") set to ``v`` (``None``: the global one)."""
+    tools = dict(s.tools if which == "halt" else s.nudge_tools)
+    tools.pop(tool, None)
+    if v is not None:
+        tools[tool] = v
+    if which == "halt":
+        return ev.evaluate(s.value, tools, s.nudge_value, s.nudge_tools)
+    return ev.evaluate(s.value, s.tools, s.nudge_value, tools)
+
+
+def _per_tool(ev: HaltEvaluator, best: Setting, which: str, key, log: list[str], max_passes: int) -> Setting:
+    """Per-tool ``which`` values ("halt" or "nudge") by coordinate search from ``best``: a tool keeps
+    a value only when it changes the figures ``key`` ranks (its last element, lateness, only
+    breaks ties)."""
+    name = ev.param if which == "halt" else ev.nudge_param
     for p in range(1, max_passes + 1):
         changed = False
-        for tool in tools:
-            trials = [trial(best, tool, None)] + [trial(best, tool, v) for v in candidates if v != current(best)]
+        for tool in ev.tools:
+            current = best.value if which == "halt" else best.nudge_value
+            trials = [_with_tool(ev, best, which, tool, None)]
+            trials += [_with_tool(ev, best, which, tool, v) for v in ev.candidates if v != current]
             cand = min(trials, key=key)
             if key(cand)[:-1] < key(best)[:-1]:
                 best, changed = cand, True
-                log.append(f"pass {p}: {tool} -> {name} = {value_of(cand, tool)}")
+                value = cand.tools.get(tool, cand.value) if which == "halt" else cand.nudge_tools.get(tool, cand.nudge_value)
+                log.append(f"pass {p}: {tool} -> {name} = {value}")
         if not changed:
             break
     return best
@@ -220,21 +233,12 @@ def pick(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapp
     best = min((ev.evaluate(v, {}) for v in ev.candidates), key=lambda s: s.key(cap))
     log.append(f"{ev.param} = {best.value} of {ev.candidates}")
     if per_tool:
-        best = _coordinate(best, ev.tools, ev.candidates,
-                           lambda b, t, v: ev.evaluate(b.value, {k: x for k, x in b.tools.items() if k != t}
-                                                       | ({} if v is None else {t: v})),
-                           lambda s: s.key(cap), lambda b: b.value, log, ev.param, max_passes,
-                           lambda s, t: s.tools.get(t, s.value))
+        best = _per_tool(ev, best, "halt", lambda s: s.key(cap), log, max_passes)
     if max_nudges is not None:
         best = min((ev.evaluate(best.value, best.tools, n) for n in ev.candidates), key=lambda s: s.nudge_key(max_nudges))
         log.append(f"{ev.nudge_param} = {best.nudge_value} of {ev.candidates}")
         if per_tool:
-            best = _coordinate(best, ev.tools, ev.candidates,
-                               lambda b, t, v: ev.evaluate(b.value, b.tools, b.nudge_value,
-                                                           {k: x for k, x in b.nudge_tools.items() if k != t}
-                                                           | ({} if v is None else {t: v})),
-                               lambda s: s.nudge_key(max_nudges), lambda b: b.nudge_value, log, ev.nudge_param,
-                               max_passes, lambda s, t: s.nudge_tools.get(t, s.nudge_value))
+            best = _per_tool(ev, best, "nudge", lambda s: s.nudge_key(max_nudges), log, max_passes)
     return DeployPick(ev.param, cap, best, ev.evaluate(configured, {}, conf_nudge), ev.candidates, log,
                       ev.nudge_param, max_nudges)
 
