@@ -22,6 +22,10 @@ from sim.scoring.thresholds import CallScores, candidate_values
 
 CURVE_COLUMNS = ["detector", "param", "value", "default", *CURVE_METRICS]
 CLOSED_DEPLOY_COLUMNS = ["detector", "episodes", "success_rate", "success_change", "spend", "spend_saved", "stops"]
+#: ``deploy_corpora.csv``: ``deploy.csv``'s rows for each corpus of a real-trace run on its own.
+CORPUS_DEPLOY_COLUMNS = ["corpus", *DEPLOY_COLUMNS]
+#: How many detectors (best ranked first) the report's per-corpus table shows; the CSV has all.
+CORPUS_TABLE_DETECTORS = 4
 
 
 @dataclass
@@ -29,6 +33,7 @@ class DeployView:
     rows: list[dict] = field(default_factory=list)  # deploy.csv
     curves: list[dict] = field(default_factory=list)  # deploy_curves.csv
     closed: list[dict] = field(default_factory=list)  # closed-loop: success and spend against no guard
+    corpora: list[dict] = field(default_factory=list)  # deploy_corpora.csv: real traces, per corpus
     outcome_source: str = "none"
     notes: list[str] = field(default_factory=list)
     #: A report of several runs: each run's name, in order; its open-loop rows and curve points
@@ -36,13 +41,29 @@ class DeployView:
     runs: list[str] = field(default_factory=list)
 
 
+def _real(manifest: dict) -> bool:
+    cfg = manifest.get("config", {})
+    return bool(cfg.get("real")) or cfg.get("suite") == "replay"
+
+
 def run_names(data) -> list[str]:
     """Each run of ``data`` as ``suite (real traces|synthetic, folder)``."""
+    return [f"{m.get('config', {}).get('suite', '?')} ({'real traces' if _real(m) else 'synthetic'}, {Path(d).name})"
+            for d, m in zip(data.dirs, data.manifests)]
+
+
+def corpus_rows(units: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFrame, outcomes, *, rounds: int, seed: int,
+                delta: int) -> list[dict]:
+    """``deploy.csv``'s rows for each corpus (family) of a real-trace run on its own: a pooled
+    share can hide a corpus where a halt stops many of the successful runs."""
+    fams = sorted(set(units["family"].astype(str)))
+    if len(fams) < 2:
+        return []
     out = []
-    for d, m in zip(data.dirs, data.manifests):
-        cfg = m.get("config", {})
-        kind = "real traces" if cfg.get("real") or cfg.get("suite") == "replay" else "synthetic"
-        out.append(f"{cfg.get('suite', '?')} ({kind}, {Path(d).name})")
+    for f in fams:
+        u, c = units[units["family"].astype(str) == f], calls[calls["family"].astype(str) == f]
+        out += [{"corpus": f, **r} for r in deploy_rows(u, c, closed, rounds=rounds, seed=seed, outcomes=outcomes,
+                                                        delta=delta)]
     return out
 
 
@@ -60,11 +81,15 @@ def deploy_view(data, build: Callable[[str], Any], *, rounds: int, seed: int) ->
         else:
             parts = [("", data.outcomes, data.calls, data.closed)]
         sources = []
-        for name, units, calls, closed in parts:
+        real = [_real(m) for m in data.manifests] if data.pooled else [any(_real(m) for m in data.manifests)]
+        for (name, units, calls, closed), is_real in zip(parts, real):
             if not len(units) or not len(calls):
                 continue
             outcomes = run_outcomes(units, closed)
             rows = deploy_rows(units, calls, closed, rounds=rounds, seed=seed, outcomes=outcomes, delta=data.delta)
+            if is_real and outcomes.known:
+                view.corpora += [{"run": name, **r} if name else r for r in corpus_rows(
+                    units, calls, closed, outcomes, rounds=rounds, seed=seed, delta=data.delta)]
             sources.append(f"{name}: {outcomes.source}" if name else outcomes.source)
             curves = []
             if outcomes.known:
@@ -232,6 +257,7 @@ def deploy_section(doc, view: DeployView, ranked: list[str], img: Callable[[str]
                       [[f"`{d}`"] + [_cell(by.get((d, "configured", m))) for m in HALT_METRICS] for d in dets])
             doc.table(["detector (nudge)", "blips nudged", "runaway nudged", "nudges / 100 clean calls"],
                       [[f"`{d}`"] + [_cell(by.get((d, "nudge", m))) for m in _NUDGE] for d in dets])
+            _corpus_table(doc, [r for r in view.corpora if r.get("run", "") == run], dets)
         if view.curves:
             img("operating_curve.png")
             doc.p("Every swept threshold of each detector is in `deploy_curves.csv`.")
@@ -251,6 +277,28 @@ def deploy_section(doc, view: DeployView, ranked: list[str], img: Callable[[str]
         elif view.rows:
             doc.p("The open-loop view and the closed loop agree for every detector (a halt that stops successful "
                   "runs open loop costs task success closed loop, and none that stops none does).")
+
+
+def _corpus_table(doc, rows: list[dict], dets: list[str]) -> None:
+    """Per corpus of real traces: the best-ranked detectors' halts, at the first alarm and as configured."""
+    if not rows:
+        return
+    by = {(r["corpus"], r["detector"], r["action"], r["metric"]): r for r in rows}
+    corpora = list(dict.fromkeys(r["corpus"] for r in rows))
+    shown = dets[:CORPUS_TABLE_DETECTORS] + [LABEL_ORACLE]
+    doc.p(f"Per corpus (each on its own, the {CORPUS_TABLE_DETECTORS} best-ranked detectors and the label oracle; "
+          "every detector in `deploy_corpora.csv`): successful runs stopped and failed-run calls saved.")
+    table = []
+    for c in corpora:
+        for d in shown:
+            if not any(k[0] == c and k[1] == d for k in by):
+                continue
+            table.append([c, f"`{d}`" if d != LABEL_ORACLE else "label oracle",
+                          _cell(by.get((c, d, "halt", "successes_stopped"))), _cell(by.get((c, d, "halt", "failed_calls_saved"))),
+                          _cell(by.get((c, d, "configured", "successes_stopped"))),
+                          _cell(by.get((c, d, "configured", "failed_calls_saved")))])
+    doc.table(["corpus", "detector", "first alarm: successes stopped", "failed-run calls saved",
+               "as configured: successes stopped", "failed-run calls saved"], table)
 
 
 def disagreements(view: DeployView) -> list[str]:
@@ -281,5 +329,5 @@ def _disagreement(r: dict, o: dict, where: str, open_costs: bool) -> str:
             )
 
 
-__all__ = ["CURVE_COLUMNS", "CLOSED_DEPLOY_COLUMNS", "DEPLOY_COLUMNS", "DeployView", "deploy_view", "closed_view",
+__all__ = ["CURVE_COLUMNS", "CLOSED_DEPLOY_COLUMNS", "CORPUS_DEPLOY_COLUMNS", "DEPLOY_COLUMNS", "DeployView", "deploy_view", "closed_view",
            "plot_operating_curve", "deploy_section", "disagreements"]

@@ -19,8 +19,8 @@ import pandas as pd
 from sim.report.transfer import TRANSFER_COLUMNS, plot_transfer, run_scores, summary_text, transfer
 from sim.report.analysis import Analysis, analyse, load_runs
 from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, Grid, check_run, corpus_cv
-from sim.report.deploy_view import (CLOSED_DEPLOY_COLUMNS, CURVE_COLUMNS as DEPLOY_CURVE_COLUMNS, DEPLOY_COLUMNS,
-                                    DeployView, deploy_section, deploy_view, plot_operating_curve)
+from sim.report.deploy_view import (CLOSED_DEPLOY_COLUMNS, CORPUS_DEPLOY_COLUMNS, CURVE_COLUMNS as DEPLOY_CURVE_COLUMNS,
+                                    DEPLOY_COLUMNS, DeployView, deploy_section, deploy_view, plot_operating_curve)
 from scenarios.files import atomic_write
 from sim.config.manifest import harness_text
 from sim.files import write_csv
@@ -345,6 +345,8 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     write_csv(out / "deploy.csv", view.rows, by_run + DEPLOY_COLUMNS)
     write_csv(out / "deploy_curves.csv", view.curves, by_run + DEPLOY_CURVE_COLUMNS)
     write_csv(out / "closed_deploy.csv", view.closed, CLOSED_DEPLOY_COLUMNS)
+    if view.corpora:
+        write_csv(out / "deploy_corpora.csv", view.corpora, by_run + CORPUS_DEPLOY_COLUMNS)
     plots = write_plots(an, out / "plots", log)
     try:
         curve = plot_operating_curve(view, out / "plots" / "operating_curve.png", palette(data.detectors))

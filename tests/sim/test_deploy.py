@@ -184,6 +184,16 @@ def test_a_report_of_a_real_and_a_synthetic_run_keeps_them_apart(tmp_path: Path)
                   & (deploy.action == "halt")].set_index("run")["of"]
     real_succ = sum(1 for r in read_table(real / "episodes.csv").drop_duplicates("episode")["run_outcome"] if r == "success")
     assert succ[next(r for r in runs if "real traces" in r)] == real_succ
+    # per corpus, real traces only: each corpus on its own, adding up to the pooled counts
+    per = read_table(tmp_path / "both" / "deploy_corpora.csv")
+    assert set(per["run"]) == {next(r for r in runs if "real traces" in r)}
+    assert set(per["corpus"]) == set(read_table(real / "episodes.csv")["family"])
+    pooled = deploy[(deploy.detector == "exact") & (deploy.action == "halt") & deploy["run"].str.contains("real traces")]
+    sub = per[(per.detector == "exact") & (per.action == "halt")]
+    for metric in ("successes_stopped", "failed_calls_saved"):
+        p = pooled[pooled.metric == metric].iloc[0]
+        parts = sub[sub.metric == metric]
+        assert parts["count"].fillna(0).sum() == p["count"] and parts["of"].fillna(0).sum() == p["of"], metric
     curves = read_table(tmp_path / "both" / "deploy_curves.csv")
     pg = curves[(curves.detector == "progress_guard") & curves["run"].str.contains("real traces")]
     assert set(pg["param"]) == {"stop_after"} and pg["value"].min() == 0 and len(pg) >= 3
