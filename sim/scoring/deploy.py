@@ -249,9 +249,9 @@ def deploy_rows(episodes: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFram
     halt = [(m, num, den) for a, m, num, den, _ in METRICS if a == "halt"]
     for det, units in episodes.groupby("detector", sort=False):
         dc = by_calls.get(det, calls.iloc[:0])
-        add(det, "halt", episode_totals(units, dc, outcomes.by_episode, keys), halt)
-        add(det, "nudge", episode_totals(units, dc, outcomes.by_episode, keys),
-            [(m, num, den) for a, m, num, den, _ in METRICS if a == "nudge"])
+        first = episode_totals(units, dc, outcomes.by_episode, keys)  # every alarm: halts at the first, nudges at all
+        add(det, "halt", first, halt)
+        add(det, "nudge", first, [(m, num, den) for a, m, num, den, _ in METRICS if a == "nudge"])
         halts = dc["verdict"].astype(str).isin(HALTING).to_numpy()
         add(det, "configured", episode_totals(units, dc, outcomes.by_episode, keys, alarm=halts,
                                               caught=caught_from_calls(units, dc, halts, delta)), halt)
