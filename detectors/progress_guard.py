@@ -875,6 +875,7 @@ class ProgressGuard(Detector):
         else:
             error_tool, error_key, error_run = None, None, 0
         mutating = self._effective_mode(call.tool, p) == "mutating"
+        strike = _strike(decision)
         silent = state.silent
         if p.free and not mutating and (call.tool, p.skeleton) in silent:
             # A request to a target that answered before, with no reply again (see ``silent``).
@@ -887,5 +888,5 @@ class ProgressGuard(Detector):
                        not_there=state.not_there if self._literal_find(call.tool) else (),
                        last_mutation=state.step if mutating else state.last_mutation,
                        error_tool=error_tool, error_key=error_key, error_run=error_run,
-                       strikes=state.strikes + (1 if _strike(decision) else 0),
-                       since_strike=0 if _strike(decision) else state.since_strike)
+                       strikes=state.strikes + (1 if strike else 0),
+                       since_strike=0 if strike else state.since_strike)

@@ -140,58 +140,107 @@ def severities(units: pd.DataFrame, calls: pd.DataFrame) -> list[str]:
     return out
 
 
+class DeployRows:
+    """One detector's ``episodes.csv`` / ``calls.csv`` rows, read once for the deploy totals of
+    any number of alarm settings (a sweep, a tuning search): what does not depend on the
+    alarms — labels, outcomes, severities, tokens — is parsed here, not per setting.
+
+    ``keys`` orders the totals' rows (episode -> row); ``outcomes`` is each episode's run outcome.
+    """
+
+    def __init__(self, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], keys: Mapping[str, int]):
+        n = len(keys)
+        self.n = n
+        codes, names = pd.factorize(calls["episode"].astype(str), sort=False)
+        self._codes, self._n_eps = codes, len(names)
+        self.row = np.array([keys.get(e, -1) for e in names], dtype=int)[codes] if len(calls) else np.zeros(0, int)
+        self.idx = pd.to_numeric(calls["call_index"]).to_numpy(dtype=float)
+        self.depth = pd.to_numeric(calls["depth"]).to_numpy(dtype=float)
+        self.stored = (calls["verdict"].astype(str) != "allow").to_numpy()
+        self.tokens = pd.to_numeric(calls["tokens"], errors="coerce").fillna(0).to_numpy() if "tokens" in calls else None
+        lab = [as_bool(v) for v in calls["label_loop"]] if "label_loop" in calls else [None] * len(calls)
+        valid = self.row >= 0
+        self.clean = valid & np.array([lb is False for lb in lab], dtype=bool)
+        outcome_of_row = [None] * n
+        for e, r in keys.items():
+            outcome_of_row[r] = outcomes.get(e)
+        self.succ = np.array([o == SUCCESS for o in outcome_of_row], dtype=bool)
+        self.fail = np.array([o == FAILURE for o in outcome_of_row], dtype=bool)
+        self.fail_call = valid & self.fail[np.where(valid, self.row, 0)] if n and len(calls) else np.zeros(len(calls), bool)
+        # per unit: its row, its episode's code among the calls', whether it loops, its severity
+        unit_eps = units["episode"].astype(str)
+        self.unit_row = np.array([keys.get(e, -1) for e in unit_eps], dtype=int)
+        code_of = {e: i for i, e in enumerate(names)}
+        self._code_row = np.full(len(names), -1)  # episode code -> totals row (-1: not in keys)
+        self._code_row[codes] = self.row
+        self.unit_code = np.array([code_of.get(e, -1) for e in unit_eps], dtype=int)
+        outcome = units["outcome"].astype(str)
+        self.looping = (outcome.isin(["tp", "miss", "early"]).to_numpy()) & (self.unit_row >= 0)
+        self.tp = (outcome == "tp").to_numpy()
+        self.onset = (pd.to_numeric(units["onset"], errors="coerce").to_numpy(dtype=float) if "onset" in units
+                      else np.full(len(units), np.nan))
+        self.severity = np.array(severities(units, calls), dtype=object)
+
+    def _first(self, values: np.ndarray, alarm: np.ndarray) -> np.ndarray:
+        """Per episode code: the smallest of ``values`` over its alarmed calls (inf: none)."""
+        first = np.full(self._n_eps, np.inf)
+        np.minimum.at(first, self._codes[alarm], values[alarm])
+        return first
+
+    def caught(self, alarm: np.ndarray, delta: int) -> np.ndarray:
+        """Per unit, whether ``alarm`` catches its loop (:func:`caught_from_calls`)."""
+        first = self._first(self.depth, alarm)
+        at = np.where(self.unit_code >= 0, first[np.maximum(self.unit_code, 0)], np.inf)
+        return ~np.isnan(self.onset) & (self.onset <= at) & (at <= self.onset + delta)
+
+    def totals(self, alarm: np.ndarray | None = None, caught: Sequence[bool] | None = None) -> np.ndarray:
+        """The ``(episodes × FIELDS)`` totals (:func:`episode_totals`)."""
+        alarm = self.stored if alarm is None else np.asarray(alarm, dtype=bool)
+        x = np.zeros((self.n, len(FIELDS)))
+        n = self.n
+
+        def count(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+            return np.bincount(self.row[mask], weights=None if weights is None else weights[mask], minlength=n)
+
+        x[:, _F["clean_calls"]] = count(self.clean)
+        x[:, _F["clean_alarms"]] = count(self.clean & alarm)
+        first = self._first(self.idx, alarm)
+        saved = self.idx >= first[self._codes] if len(self.idx) else np.zeros(0, bool)
+        x[:, _F["fail_calls"]] = count(self.fail_call)
+        x[:, _F["fail_calls_saved"]] = count(self.fail_call & saved)
+        if self.tokens is not None:
+            x[:, _F["fail_tokens"]] = count(self.fail_call, self.tokens)
+            x[:, _F["fail_tokens_saved"]] = count(self.fail_call & saved, self.tokens)
+        stopped = np.zeros(n, dtype=bool)
+        stopped[self._code_row[np.isfinite(first) & (self._code_row >= 0)]] = True
+        for pre, mask in (("succ", self.succ), ("fail", self.fail)):
+            x[:, _F[pre]] = mask
+            x[:, _F[pre + "_stopped"]] = mask & stopped
+        c = self.tp if caught is None else np.asarray(caught, dtype=bool)
+        loop = self.looping
+        np.add.at(x[:, _F["loops"]], self.unit_row[loop], 1)
+        np.add.at(x[:, _F["loops_caught"]], self.unit_row[loop & c], 1)
+        for sev in (RUNAWAY, BLIP):
+            m = loop & (self.severity == sev)
+            np.add.at(x[:, _F[sev]], self.unit_row[m], 1)
+            np.add.at(x[:, _F[sev + "_caught"]], self.unit_row[m & c], 1)
+        return x
+
+    def alarm_totals(self, alarm: np.ndarray, delta: int) -> np.ndarray:
+        """The totals when ``alarm`` halts, each loop caught by it within ``delta`` of its onset."""
+        return self.totals(alarm, self.caught(alarm, delta))
+
+
 def episode_totals(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], keys: Mapping[str, int],
                    alarm: np.ndarray | None = None, caught: Sequence[bool] | None = None) -> np.ndarray:
     """An ``(episodes × FIELDS)`` array of one detector's deploy totals, rows in ``keys`` order.
 
     ``units``: the detector's ``episodes.csv`` rows; ``calls``: its ``calls.csv`` rows.
     ``alarm`` overrides the stored verdicts per call (a threshold sweep), and ``caught`` the
-    per-unit catches (the scorer's TP) that go with it.
+    per-unit catches (the scorer's TP) that go with it. For many settings of one detector,
+    read the rows once with :class:`DeployRows`.
     """
-    x = np.zeros((len(keys), len(FIELDS)))
-    if alarm is None:
-        alarm = (calls["verdict"].astype(str) != "allow").to_numpy()
-    eps = calls["episode"].astype(str).to_numpy()
-    idx = pd.to_numeric(calls["call_index"]).to_numpy()
-    tokens = pd.to_numeric(calls["tokens"], errors="coerce").fillna(0).to_numpy() if "tokens" in calls else None
-    lab = [as_bool(v) for v in calls["label_loop"]] if "label_loop" in calls else [None] * len(calls)
-    first: dict[str, float] = {}
-    for e, i, a in zip(eps, idx, alarm):
-        if a and i < first.get(e, np.inf):
-            first[e] = i
-    for j, (e, i, a, lb) in enumerate(zip(eps, idx, alarm, lab)):
-        r = keys.get(e)
-        if r is None:
-            continue
-        if lb is False:
-            x[r, _F["clean_calls"]] += 1
-            x[r, _F["clean_alarms"]] += bool(a)
-        if outcomes.get(e) == "failure":
-            saved = i >= first.get(e, np.inf)
-            x[r, _F["fail_calls"]] += 1
-            x[r, _F["fail_calls_saved"]] += saved
-            if tokens is not None:
-                x[r, _F["fail_tokens"]] += tokens[j]
-                x[r, _F["fail_tokens_saved"]] += tokens[j] * saved
-    for e, r in keys.items():
-        o = outcomes.get(e)
-        if o in ("success", "failure"):
-            pre = "succ" if o == "success" else "fail"
-            x[r, _F[pre]] += 1
-            x[r, _F[pre + "_stopped"]] += e in first
-    if caught is None:
-        caught = (units["outcome"].astype(str) == "tp").tolist()
-    looping = (units["outcome"].astype(str).isin(["tp", "miss", "early"])).tolist()
-    for e, loop, c, sev in zip(units["episode"].astype(str), looping, caught, severities(units, calls)):
-        r = keys.get(e)
-        if r is None or not loop:
-            continue
-        x[r, _F["loops"]] += 1
-        x[r, _F["loops_caught"]] += bool(c)
-        if sev != UNKNOWN:
-            x[r, _F[sev]] += 1
-            x[r, _F[sev + "_caught"]] += bool(c)
-    return x
+    return DeployRows(units, calls, outcomes, keys).totals(alarm, caught)
 
 
 def metrics_from_totals(t: np.ndarray) -> dict[str, np.ndarray]:
@@ -247,34 +296,33 @@ def deploy_rows(episodes: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFram
 
     by_calls = dict(tuple(calls.groupby("detector", sort=False)))
     halt = [(m, num, den) for a, m, num, den, _ in METRICS if a == "halt"]
+    nudge = [(m, num, den) for a, m, num, den, _ in METRICS if a == "nudge"]
+    det_rows = {}
     for det, units in episodes.groupby("detector", sort=False):
         dc = by_calls.get(det, calls.iloc[:0])
-        first = episode_totals(units, dc, outcomes.by_episode, keys)  # every alarm: halts at the first, nudges at all
+        det_rows[det] = r = DeployRows(units, dc, outcomes.by_episode, keys)
+        first = r.totals()  # every alarm: halts at the first, nudges at all
         add(det, "halt", first, halt)
-        add(det, "nudge", first, [(m, num, den) for a, m, num, den, _ in METRICS if a == "nudge"])
-        halts = dc["verdict"].astype(str).isin(HALTING).to_numpy()
-        add(det, "configured", episode_totals(units, dc, outcomes.by_episode, keys, alarm=halts,
-                                              caught=caught_from_calls(units, dc, halts, delta)), halt)
+        add(det, "nudge", first, nudge)
+        add(det, "configured", r.alarm_totals(dc["verdict"].astype(str).isin(HALTING).to_numpy(), delta), halt)
     det0 = str(episodes["detector"].iloc[0])  # the labels are the same in every detector's rows
-    units, dc = episodes[episodes["detector"] == det0], by_calls.get(det0, calls.iloc[:0])
+    dc = by_calls.get(det0, calls.iloc[:0])
     if "label_loop" in dc:
-        at = labelled_alarm(dc, 1)
-        add(LABEL_ORACLE, "halt", episode_totals(units, dc, outcomes.by_episode, keys, alarm=at,
-                                                 caught=caught_from_calls(units, dc, at, delta)), halt)
+        add(LABEL_ORACLE, "halt", det_rows[det0].alarm_totals(labelled_rank(dc) == 1, delta), halt)
     return rows
 
 
-def labelled_alarm(calls: pd.DataFrame, k: int) -> np.ndarray:
-    """Per ``calls.csv`` row: true at each episode's k-th call labelled a loop (in call order)."""
+def labelled_rank(calls: pd.DataFrame) -> np.ndarray:
+    """Per ``calls.csv`` row: 1, 2, … for each episode's calls labelled a loop, in call order; 0
+    for the others. Halting at rank k is the label oracle's k-th point."""
     lab = np.array([as_bool(v) is True for v in calls["label_loop"]], dtype=bool)
     idx = pd.to_numeric(calls["call_index"]).to_numpy()
     eps = calls["episode"].astype(str).to_numpy()
-    out = np.zeros(len(calls), dtype=bool)
+    out = np.zeros(len(calls), dtype=int)
     seen: dict[str, int] = {}
     for j in np.lexsort((idx, eps)):
         if lab[j]:
-            n = seen[eps[j]] = seen.get(eps[j], 0) + 1
-            out[j] = n == k
+            out[j] = seen[eps[j]] = seen.get(eps[j], 0) + 1
     return out
 
 
@@ -283,13 +331,7 @@ def caught_from_calls(units: pd.DataFrame, calls: pd.DataFrame, alarm: np.ndarra
     episode's first alarmed path position (``depth``) falls within ``[onset, onset + delta]``.
     Exact for single-path episodes (every real trace); on a branching episode it takes the
     first alarm anywhere in the episode, as ``calls.csv`` does not say which path a call is on."""
-    first: dict[str, float] = {}
-    for e, d, a in zip(calls["episode"].astype(str), pd.to_numeric(calls["depth"]).to_numpy(), alarm):
-        if a and d < first.get(e, np.inf):
-            first[e] = d
-    onsets = pd.to_numeric(units["onset"], errors="coerce").to_numpy()
-    return [bool(not np.isnan(o) and o <= first.get(e, np.inf) <= o + delta)
-            for e, o in zip(units["episode"].astype(str), onsets)]
+    return DeployRows(units, calls, {}, {}).caught(np.asarray(alarm, dtype=bool), delta).tolist()
 
 
 #: The figures of one operating-curve point (``deploy_curves.csv``).
@@ -297,12 +339,13 @@ CURVE_METRICS = ("successes_stopped", "failures_stopped", "failed_calls_saved", 
                  "nudges_per_100_clean")
 
 
-def _curve_point(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], keys: Mapping[str, int],
-                 alarm: np.ndarray, delta: int) -> dict:
-    t = episode_totals(units, calls, outcomes, keys, alarm=alarm,
-                       caught=caught_from_calls(units, calls, alarm, delta)).sum(axis=0)
-    m = metrics_from_totals(t)
+def _curve_point(rows: DeployRows, alarm: np.ndarray, delta: int) -> dict:
+    m = metrics_from_totals(rows.alarm_totals(alarm, delta).sum(axis=0))
     return {k: as_float(m[k]) for k in CURVE_METRICS}
+
+
+def _unit_keys(units: pd.DataFrame) -> dict[str, int]:
+    return {e: i for i, e in enumerate(dict.fromkeys(units["episode"].astype(str)))}
 
 
 def operating_curve(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], values: Sequence[float],
@@ -312,7 +355,7 @@ def operating_curve(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[
     ``threshold_for(tool, value)``: the detector's threshold; a call alarms iff its stored score
     reaches it (the sweep contract of :mod:`sim.scoring.thresholds`).
     """
-    keys = {e: i for i, e in enumerate(dict.fromkeys(units["episode"].astype(str)))}
+    rows = DeployRows(units, calls, outcomes, _unit_keys(units))
     scores = pd.to_numeric(calls["score"], errors="coerce").fillna(-np.inf).to_numpy()
     tools = calls["tool"].astype(str).tolist()
     out = []
@@ -320,7 +363,7 @@ def operating_curve(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[
         cache: dict[str, float] = {}
         th = np.fromiter((cache[t] if t in cache else cache.setdefault(t, float(threshold_for(t, v))) for t in tools),
                          dtype=float, count=len(tools))
-        out.append({"value": v, **_curve_point(units, calls, outcomes, keys, scores >= th, delta)})
+        out.append({"value": v, **_curve_point(rows, scores >= th, delta)})
     return out
 
 
@@ -332,8 +375,8 @@ def oracle_curve(units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str
                  ks: Sequence[int] = ORACLE_KS) -> list[dict]:
     """The label oracle's operating curve: one point per k, halting at each episode's k-th
     labelled redundant call (``units``/``calls``: one detector's rows; only their labels are read)."""
-    keys = {e: i for i, e in enumerate(dict.fromkeys(units["episode"].astype(str)))}
-    return [{"value": k, **_curve_point(units, calls, outcomes, keys, labelled_alarm(calls, k), delta)} for k in ks]
+    rows, rank = DeployRows(units, calls, outcomes, _unit_keys(units)), labelled_rank(calls)
+    return [{"value": k, **_curve_point(rows, rank == k, delta)} for k in ks]
 
 
 #: The latest halt level tried for a guard that nudges first: later halts are never worth a run's budget.

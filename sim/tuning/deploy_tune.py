@@ -8,7 +8,7 @@ findings to itself names a nudge parameter (``nudge_param``; ``progress_guard``:
 a finding is voiced iff its score reaches ``nudge_threshold(tool, value)``. So every setting —
 the two global values and per-tool overrides of each — is evaluated from one open-loop run's
 ``episodes.csv`` / ``calls.csv`` rows, with the deployment view's own totals
-(:func:`sim.scoring.deploy.episode_totals`): no re-run per candidate. (Open loop, a finding's
+(:class:`sim.scoring.deploy.DeployRows`): no re-run per candidate. (Open loop, a finding's
 strikes do not depend on whether it was voiced: the trace goes on as recorded.)
 
 The halt pick: among the settings whose halts stop at most ``max_stopped`` of the successful
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from detectors.protocol import Detector
-from sim.scoring.deploy import FIELDS, caught_from_calls, episode_totals, halt_levels, metrics_from_totals
+from sim.scoring.deploy import FIELDS, DeployRows, halt_levels, metrics_from_totals
 from sim.numbers import as_float
 from sim.tuning.params import Overrides, TuningError
 
@@ -106,10 +106,11 @@ class HaltEvaluator:
     """Totals of (nudge, halt) settings on one detector's rows, from the stored scores and verdicts."""
 
     def __init__(self, det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], delta: int):
-        self.det, self.units, self.calls, self.outcomes, self.delta = det, units, calls, outcomes, delta
+        self.det, self.delta = det, delta
         self.param = check_detector(det)
         self.nudge_param: str | None = getattr(det, "nudge_param", None)
         self.keys = {e: i for i, e in enumerate(dict.fromkeys(units["episode"].astype(str)))}
+        self.rows = DeployRows(units, calls, outcomes, self.keys)  # read once for every setting
         self.scores = pd.to_numeric(calls["score"], errors="coerce").fillna(-np.inf).to_numpy()
         self.tool = calls["tool"].astype(str).to_numpy()
         found = (calls["verdict"].astype(str) != "allow").to_numpy()
@@ -124,8 +125,7 @@ class HaltEvaluator:
         return np.array([per[t] for t in self.tool], dtype=float)
 
     def _totals(self, alarm: np.ndarray) -> np.ndarray:
-        return episode_totals(self.units, self.calls, self.outcomes, self.keys, alarm=alarm,
-                              caught=caught_from_calls(self.units, self.calls, alarm, self.delta)).sum(axis=0)
+        return self.rows.alarm_totals(alarm, self.delta).sum(axis=0)
 
     def detector(self, value: int, tools: Mapping[str, int], nudge_value: int = 0,
                  nudge_tools: Mapping[str, int] | None = None) -> Detector:
