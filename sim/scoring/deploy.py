@@ -190,7 +190,7 @@ class DeployRows:
     def caught(self, alarm: np.ndarray, delta: int) -> np.ndarray:
         """Per unit, whether ``alarm`` catches its loop (:func:`caught_from_calls`)."""
         first = self._first(self.depth, alarm)
-        at = np.where(self.unit_code >= 0, first[np.maximum(self.unit_code, 0)], np.inf)
+        at = np.append(first, np.inf)[self.unit_code]  # code -1 (no call of the unit's episode): inf
         return ~np.isnan(self.onset) & (self.onset <= at) & (at <= self.onset + delta)
 
     def totals(self, alarm: np.ndarray | None = None, caught: Sequence[bool] | None = None) -> np.ndarray:
