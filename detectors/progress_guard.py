@@ -61,7 +61,7 @@ from .result_news import ResultText, read_result, what_is_new
 from .result_news import norm_text as _norm_text
 from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, result_known, tool_param
 from .signature import args_text, canonical_json, content_text
-from .params import OneOf, Range
+from .params import Each, OneOf, Range
 
 #: ("retry" is kept for configurations that name it; it is "default" now that a retry after a
 #: transient error passes for every tool.)
@@ -69,6 +69,9 @@ MODES = ("default", "poll", "retry", "mutating", "command", "exempt")
 #: The mode of a tool whose effects are declared (``detectors.effects``) and whose mode was not
 #: set: each call is "mutating" when its declared effect writes, "default" when it only reads.
 DECLARED = "declared"
+#: The layers whose findings make a call a loop, in the order they are asked (``skip_layers``
+#: switches some off, for all tools or per tool; the step budget is always on).
+LAYERS = ("signature", "drift", "not_there", "no_reply", "same_error", "no_progress", "semantic")
 #: What the semantic layer compares: the model's sentence vectors, or static word-piece vectors.
 SEMANTIC_VECTORS = ("model", "static")
 
@@ -327,6 +330,9 @@ class ProgressGuard(Detector):
       finding on that tool stops after that many strikes on the path, of any tool);
     - ``nudge_after`` (0): strikes on a path that pass silently before findings nudge (per
       tool likewise); a silent finding is an ALLOW whose score (1 + strikes) says it was one;
+    - ``skip_layers`` (none): layers (``LAYERS``) whose findings are switched off, for every
+      tool or, in ``tool_overrides``, per tool (``{"pay": {"skip_layers": ["same_error"]}}``);
+      ``bench/bench_ablation.py`` measures what each layer earns on each corpus;
     - ``escalate`` (False): escalate to a human instead of stopping;
     - ``recovery_calls`` (1): informative calls after a nudge that clear the strikes;
     - ``max_steps`` (200): the hard budget on one path.
@@ -353,7 +359,8 @@ class ProgressGuard(Detector):
     param_ranges = {"max_retries": Range(0), "poll_limit": Range(1), "same_error_limit": Range(1), "patience": Range(1),
                     "similarity": Range(-1, 1, float), "stop_after": Range(0), "nudge_after": Range(0),
                     "recovery_calls": Range(1),
-                    "max_steps": Range(1), "semantic_vectors": OneOf(SEMANTIC_VECTORS)}
+                    "max_steps": Range(1), "semantic_vectors": OneOf(SEMANTIC_VECTORS),
+                    "skip_layers": Each(OneOf(LAYERS))}
 
     def __init__(
         self,
@@ -367,6 +374,7 @@ class ProgressGuard(Detector):
         semantic_vectors: str = "model",
         stop_after: int = 1,
         nudge_after: int = 0,
+        skip_layers: tuple[str, ...] = (),
         escalate: bool = False,
         recovery_calls: int = 1,
         max_steps: int = 200,
@@ -382,6 +390,7 @@ class ProgressGuard(Detector):
         self.semantic_vectors = semantic_vectors
         self.stop_after = stop_after
         self.nudge_after = nudge_after
+        self.skip_layers = skip_layers
         self.escalate = escalate
         self.recovery_calls = recovery_calls
         self.max_steps = max_steps
@@ -392,6 +401,7 @@ class ProgressGuard(Detector):
         # a bad table fails when the guard is built.
         self._effects = Effects(tool_overrides)
         self._literal: dict[str, bool] = {}
+        self._skips: dict[str, frozenset] = {}
         # Once per call object for check() and record(), and once per distinct call in all.
         self._prepare = CallMemo(ArgsMemo(self._prepare_uncached))
         self.semantic_checks = 0  # how often the semantic layer was consulted
@@ -426,6 +436,17 @@ class ProgressGuard(Detector):
                 raise ValueError(f"tool {tool!r}: mode must be one of {', '.join(MODES)}, got {m!r}")
             self._modes[tool] = m
         return m
+
+    def skipped(self, tool: str) -> frozenset:
+        """The layers switched off for ``tool`` (``skip_layers``, per tool in ``tool_overrides``)."""
+        skip = self._skips.get(tool)
+        if skip is None:
+            names = self._param(tool, "skip_layers") or ()
+            bad = [n for n in names if n not in LAYERS]
+            if bad:
+                raise ValueError(f"tool {tool!r}: skip_layers must name layers among {', '.join(LAYERS)}, got {bad[0]!r}")
+            skip = self._skips[tool] = frozenset(names)
+        return skip
 
     def _param(self, tool: str, name: str) -> Any:
         return tool_param(self.tool_overrides, tool, name, getattr(self, name))
@@ -520,8 +541,9 @@ class ProgressGuard(Detector):
 
     def _find(self, state: GuardState, call: ToolCall, p: _Prepared, mode: str) -> tuple[_Finding | None, float]:
         tool = call.tool
+        skip = self.skipped(tool)
         info: KeyInfo | None = state.keys.get(p.key)
-        if info is not None:
+        if info is not None and "signature" not in skip:
             ago = state.step - info.last_step
             changed = state.last_mutation > info.last_step and mode != "mutating"
             if changed:
@@ -550,14 +572,15 @@ class ProgressGuard(Detector):
                 return _Finding("signature", f"already ran {times} on this path ({ago} call(s) ago) and "
                                              f"{'returned nothing new' if not info.informative else 'its result is already known'}"), 1.0
         fam = state.families.get(p.family)
-        if fam is not None and info is None:
+        if fam is not None and info is None and "drift" not in skip:
             last_step, informative = fam
             if not informative and state.last_mutation <= last_step and last_step >= state.fresh_from:
                 return _Finding("drift", "differs from an earlier call only in its numbers, and that call returned nothing new"), 1.0
-        if state.not_there and p.free and (missed := self._known_missing(state, tool, p)) is not None:
+        if state.not_there and p.free and "not_there" not in skip and (missed := self._known_missing(state, tool, p)) is not None:
             return _Finding("not_there", f"looks for a phrase containing {missed!r}, which the same text "
                                          "was already searched for without a match"), 1.0
-        silent = state.silent.get((tool, p.skeleton)) if p.free and mode != "mutating" else None
+        silent = (state.silent.get((tool, p.skeleton)) if p.free and mode != "mutating" and "no_reply" not in skip
+                  else None)
         if silent is not None and silent >= self._param(tool, "same_error_limit"):
             return _Finding("no_reply", f"asks again, in new words, after {silent} requests in a row got no reply "
                                         "from a target that answered before"), 1.0
@@ -565,13 +588,13 @@ class ProgressGuard(Detector):
             return _Finding("no_reply", "asks again after the previous request, a near word-for-word repeat of one "
                                         "already answered, got no reply"), 1.0
         if (state.error_run >= self._param(tool, "same_error_limit") and state.error_tool == tool
-                and mode != "exempt"):
+                and mode != "exempt" and "same_error" not in skip):
             return _Finding("same_error", f"follows {state.error_run} failures of {tool} in a row with the same error"), 1.0
         patience = self._param(tool, "patience")
-        if state.stale_streak >= patience:
+        if state.stale_streak >= patience and "no_progress" not in skip:
             return _Finding("no_progress", f"follows {state.stale_streak} results in a row that added nothing new"), 1.0
         evidence = state.stale_streak / (patience + 1)
-        if self.semantic and p.free and state.sem is not None:
+        if self.semantic and p.free and state.sem is not None and "semantic" not in skip:
             finding, sim = self._semantic(state, tool, p)
             if finding is not None:
                 return finding, 1.0

@@ -1,0 +1,118 @@
+"""Which of ``progress_guard``'s layers earn their place, and on which corpus: one layer off at a time.
+
+For every layer in ``detectors.progress_guard.LAYERS`` the guard runs once more with that
+layer switched off (``skip_layers``), beside the full guard and ``exact``, on each suite
+named (the product path: ``loopbench run --suite S --mode open``). It prints, per suite and
+per corpus of a real suite (one family per corpus), the standard score of each variant and
+its change against the full guard, with the true and false alarms it gains or loses.
+
+A layer whose removal moves one corpus only was, on this evidence, fitted to that corpus;
+one whose removal moves nothing on real traces earns its place only on the synthetic
+suites; one whose removal *raises* a score costs more than it catches there. The adoption
+protocol (docs/detectors.md) reads the table that way: a layer stays in the defaults when it
+helps some corpus it was not derived from and harms none.
+
+    python bench/bench_ablation.py [--suites real-dev,real-injected,default] [--corpus DIR]
+                                   [--layers a,b] [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from detectors.progress_guard import LAYERS  # noqa: E402
+
+CORPUS_CANDIDATES = (ROOT.parent / "shared" / "corpora" / "real", ROOT.parent.parent / "shared" / "corpora" / "real")
+GUARD = "detectors.progress_guard:ProgressGuard"
+
+
+def _variants(layers: list[str]) -> tuple[str, list[str]]:
+    """The ``--detectors`` value and the ``--param`` options: the full guard, one variant per layer, exact."""
+    names = ["progress_guard"] + [f"without_{layer}={GUARD}" for layer in layers] + ["exact"]
+    params: list[str] = []
+    for layer in layers:
+        params += ["--param", f"without_{layer}.skip_layers={json.dumps([layer])}"]
+    return ",".join(names), params
+
+
+def _run(suite: str, out: Path, layers: list[str], corpus: Path | None) -> Path:
+    detectors, params = _variants(layers)
+    cmd = [sys.executable, "-m", "sim.cli", "run", "--suite", suite, "--mode", "open", "--no-progress", "--no-report",
+           "--force", "--out", str(out), "--detectors", detectors, *params]
+    if corpus is not None and suite.startswith("real"):
+        cmd += ["--corpus", str(corpus)]
+    print("$ loopbench " + " ".join(cmd[3:]), flush=True)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    print(f"run: {time.perf_counter() - t0:.1f} s", flush=True)
+    return out
+
+
+def _metrics(run: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with open(run / "metrics.csv", newline="", encoding="utf-8") as f:
+        return {(r["detector"], r["family"]): r for r in csv.DictReader(f)}
+
+
+def table(run: Path, suite: str, layers: list[str]) -> list[str]:
+    """The suite's ablation table as markdown lines: score per column, change vs the full guard."""
+    m = _metrics(run)
+    families = sorted({fam for _, fam in m if fam != "all"})
+    # Per corpus on a real suite (one family per corpus); the whole suite only, elsewhere.
+    cols = ["all"] + (families if suite == "real-dev" else [])
+    rows = ["progress_guard"] + [f"without_{layer}" for layer in layers] + ["exact"]
+    lines = [f"### {suite}", "", "| variant | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for det in rows:
+        cells = []
+        for col in cols:
+            r, base = m.get((det, col)), m.get(("progress_guard", col))
+            if r is None:
+                cells.append("–")
+                continue
+            score = float(r["score_standard"])
+            cell = f"{score:.1f}"
+            if det != "progress_guard" and base is not None:
+                d = score - float(base["score_standard"])
+                dtp = int(float(r["tp"])) - int(float(base["tp"]))
+                dfp = int(float(r["fp"])) + int(float(r["early"])) - int(float(base["fp"])) - int(float(base["early"]))
+                moves = [f"{d:+.1f}"] + ([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfp:+d}"] if dfp else [])
+                cell += " (" + ", ".join(moves) + ")" if (abs(d) >= 0.05 or dtp or dfp) else ""
+            cells.append(cell)
+        label = "all layers" if det == "progress_guard" else ("`exact`" if det == "exact" else f"− {det[len('without_'):]}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--suites", default="real-dev,real-injected,default")
+    ap.add_argument("--corpus", default=None, help="local copy of the real corpora (real-dev's Who&When traces)")
+    ap.add_argument("--layers", default=",".join(LAYERS))
+    ap.add_argument("--out", default=None, help="where the runs go [default: a temporary folder]")
+    args = ap.parse_args(argv)
+    layers = [x for x in args.layers.split(",") if x]
+    unknown = [x for x in layers if x not in LAYERS]
+    if unknown:
+        ap.error(f"--layers: {unknown[0]!r} is no layer ({', '.join(LAYERS)})")
+    corpus = Path(args.corpus) if args.corpus else next((p for p in CORPUS_CANDIDATES if p.is_dir()), None)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(args.out) if args.out else Path(tmp)
+        out: list[str] = ["Standard score; in brackets the change against all layers, and true alarms (tp) and "
+                          "false or early alarms gained (+) or lost (−).", ""]
+        for suite in [s for s in args.suites.split(",") if s]:
+            run = _run(suite, base / suite, layers, corpus)
+            out += table(run, suite, layers)
+        print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
