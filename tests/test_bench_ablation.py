@@ -1,0 +1,41 @@
+"""bench/bench_ablation.py on the shipped τ-bench traces: one layer off, its change against the full guard."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_ablation", ROOT / "bench" / "bench_ablation.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_same_error_off_drops_the_one_tau_false_alarm(tmp_path, capsys):
+    # τ-bench's task3_trial0 tries one listed gift card after another; the same-error layer
+    # stops it (the guard's one false alarm on τ dev). Switched off, that alarm is gone and
+    # no loop is lost; the signature layer off loses loops. τ-bench ships, so its column does
+    # not depend on whether Who&When is present.
+    bench = _bench()
+    assert bench.main(["--suites", "real-dev", "--layers", "same_error,signature", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    cells = [[c.strip() for c in line.strip("|").split("|")]
+             for line in out.split("### real-dev")[1].splitlines() if line.startswith("| ")]
+    tau = cells[0].index("tau_bench_airline")
+    rows = {row[0]: row for row in cells}
+    assert rows["all layers"][tau] == "98.4"
+    assert rows["− same_error"][tau] == "99.0 (+0.6, false -1)"
+    assert "tp -" in rows["− signature"][tau]
+    assert (tmp_path / "real-dev" / "metrics.csv").is_file()
+
+
+def test_unknown_layer_is_refused_in_one_line(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        _bench().main(["--layers", "nope"])
+    assert exc.value.code == 2
+    assert "'nope' is no layer" in capsys.readouterr().err
