@@ -1,17 +1,11 @@
 """bench/bench_ablation.py on the shipped τ-bench traces: one layer off, its change against the full guard."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.benchscripts import load_bench
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_ablation", ROOT / "bench" / "bench_ablation.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("bench_ablation")
 
 
 def test_same_error_off_drops_the_one_tau_false_alarm(tmp_path, capsys):

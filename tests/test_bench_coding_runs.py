@@ -1,18 +1,16 @@
 """bench/bench_coding_runs.py on the OpenHands importer fixture: the table and the alarm context."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from tests.benchscripts import load_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "importers" / "openhands_sample.jsonl"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_coding_runs", ROOT / "bench" / "bench_coding_runs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("bench_coding_runs")
 
 
 def test_table_counts_runs_by_outcome_and_explains_each_alarm(tmp_path, capsys):
