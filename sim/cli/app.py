@@ -70,10 +70,20 @@ def load_config(path: str | None) -> dict[str, Any]:
         raise LoopbenchError(f"{path}: {exc}") from None
 
 
-def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, ...]):
-    """Resolve ``--detectors`` entries (``name``, ``module:Class`` or ``label=spec``) with parameters."""
+def load_detector_class(spec: str, label: str | None = None) -> type:
+    """The class of a registered name or ``module:Class`` spec, or a one-line error."""
     from detectors.registry import DetectorNotFound, detector_class
 
+    try:
+        return detector_class(spec)
+    except DetectorNotFound as exc:
+        raise LoopbenchError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 — a plug-in whose import fails in any way
+        raise LoopbenchError(f"detector {label or spec!r}: cannot load {spec!r}: {first_line(exc)}") from None
+
+
+def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, ...]):
+    """Resolve ``--detectors`` entries (``name``, ``module:Class`` or ``label=spec``) with parameters."""
     from sim.config.spec import DetectorSpec
 
     per: dict[str, dict[str, Any]] = {k: dict(v) for k, v in config.get("detectors", {}).items()}
@@ -104,12 +114,7 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
         label, eq, spec = entry.partition("=")
         if not eq:
             spec = label
-        try:
-            cls = detector_class(spec)
-        except DetectorNotFound as exc:
-            raise LoopbenchError(str(exc)) from None
-        except Exception as exc:  # noqa: BLE001 — a plug-in whose import fails in any way
-            raise LoopbenchError(f"detector {label!r}: cannot load {spec!r}: {first_line(exc)}") from None
+        cls = load_detector_class(spec, label)
         p = dict(per.get(label, per.get(spec, {})))
         accepted = cls.param_names() if hasattr(cls, "param_names") else []
         if tools and "tool_overrides" in accepted:

@@ -94,6 +94,8 @@ def test_replay_skips_bad_records_and_says_so(tmp_path):
     (["run", "--config", "/nonexistent.toml"], "no such configuration file"),
     (["replay", "/nonexistent.jsonl"], "no such file"),
     (["run", "--detectors", "no.such.module:Thing"], "cannot import detector module"),
+    (["list", "nope"], "unknown detector 'nope'"),
+    (["list", "no.such.module:Thing"], "cannot import detector module"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     r = CliRunner().invoke(main, args)
@@ -113,6 +115,17 @@ def test_list_names_detectors_and_families():
     for name in ("exact", "normalized", "planner", "layered", "step_budget", "no_progress",
                  "stale", "cosmetic", "paraphrased", "no_progress", "healthy", "same_tool", "transient_retry", "branch_siblings"):
         assert name in r.output
+
+
+def test_list_detector_gives_every_parameter_with_its_default_and_allowed_values():
+    out = invoke("list", "progress_guard").output
+    assert out.startswith("progress_guard: detectors.progress_guard:ProgressGuard")
+    params = {ln.split()[0]: ln for ln in out.rsplit("\nParameters (", 1)[1].splitlines()[1:] if ln.startswith("  ")}
+    assert "default 2; an integer >= 1" in params["same_error_limit"]
+    assert "default []; a list of one of 'signature', 'drift'" in params["skip_layers"]
+    assert "default \"model\"; one of 'model', 'static'" in params["semantic_vectors"]
+    # a detector named by module:Class
+    assert "max_repeats_per_signature  default 1" in invoke("list", "detectors.exact:ExactDetector").output
 
 
 def test_console_script_is_installed():
