@@ -4,7 +4,9 @@ For every layer in ``detectors.progress_guard.LAYERS`` the guard runs once more 
 layer switched off (``skip_layers``), beside the full guard and ``exact``, on each suite
 named (the product path: ``loopbench run --suite S --mode open``). It prints, per suite and
 per corpus of a real suite (one family per corpus), the standard score of each variant and
-its change against the full guard, with the true and false alarms it gains or loses.
+its change against the full guard, with the true and false alarms it gains or loses; for
+``real-injected`` (whose families are the injected kinds) also where those alarms move, by
+the corpus each episode was built from.
 
 A layer whose removal moves one corpus only was, on this evidence, fitted to that corpus;
 one whose removal moves nothing on real traces earns its place only on the synthetic
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +63,37 @@ def _run(suite: str, out: Path, layers: list[str], corpus: Path | None) -> Path:
 def _metrics(run: Path) -> dict[tuple[str, str], dict[str, str]]:
     with open(run / "metrics.csv", newline="", encoding="utf-8") as f:
         return {(r["detector"], r["family"]): r for r in csv.DictReader(f)}
+
+
+def _by_source(run: Path) -> dict[tuple[str, str], Counter]:
+    """Per detector and source corpus (the episode id's prefix): true and false-or-early alarms."""
+    out: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    with open(run / "episodes.csv", newline="", encoding="utf-8") as f:
+        for r in csv.DictReader(f):
+            outcome = r["outcome"]
+            kind = "tp" if outcome == "tp" else "false" if outcome in ("fp", "early") else None
+            if kind:
+                out[(r["detector"], r["episode"].split(":")[0])][kind] += 1
+    return out
+
+
+def source_table(run: Path, suite: str, layers: list[str]) -> list[str]:
+    """Where each variant's true and false alarms move, per source corpus of an injected suite
+    (its families are the injected kinds, so the score table cannot say which corpus moved)."""
+    c = _by_source(run)
+    sources = sorted({src for _, src in c})
+    rows = [f"without_{layer}" for layer in layers] + ["exact"]
+    lines = [f"{suite}, by the corpus each episode was built from (true / false-or-early alarms gained or lost "
+             "against all layers):", "", "| variant | " + " | ".join(sources) + " |", "|---" * (len(sources) + 1) + "|"]
+    for det in rows:
+        cells = []
+        for src in sources:
+            dtp = c[(det, src)]["tp"] - c[("progress_guard", src)]["tp"]
+            dfalse = c[(det, src)]["false"] - c[("progress_guard", src)]["false"]
+            cells.append(", ".join(([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfalse:+d}"] if dfalse else [])) or "–")
+        label = "`exact`" if det == "exact" else f"− {det[len('without_'):]}"
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def table(run: Path, suite: str, layers: list[str]) -> list[str]:
@@ -110,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         for suite in [s for s in args.suites.split(",") if s]:
             run = _run(suite, base / suite, layers, corpus)
             out += table(run, suite, layers)
+            if suite == "real-injected":
+                out += source_table(run, suite, layers)
         print("\n".join(out))
     return 0
 

@@ -33,3 +33,19 @@ def test_unknown_layer_is_refused_in_one_line(capsys):
         _bench().main(["--layers", "nope"])
     assert exc.value.code == 2
     assert "'nope' is no layer" in capsys.readouterr().err
+
+
+def test_source_table_counts_alarm_changes_by_the_corpus_an_episode_was_built_from(tmp_path):
+    rows = ["detector,episode,family,unit,outcome",
+            "progress_guard,tau:t1~stale,inj_stale,n1,tp", "progress_guard,tau:t2~retry,inj_retry,episode,fp",
+            "progress_guard,react:L1~stale,inj_stale,n1,tp",
+            "without_same_error,tau:t1~stale,inj_stale,n1,tp", "without_same_error,tau:t2~retry,inj_retry,episode,tn",
+            "without_same_error,react:L1~stale,inj_stale,n1,miss",
+            "exact,tau:t1~stale,inj_stale,n1,early", "exact,tau:t2~retry,inj_retry,episode,fp",
+            "exact,react:L1~stale,inj_stale,n1,tp"]
+    (tmp_path / "episodes.csv").write_text("\n".join(rows) + "\n")
+    lines = _bench().source_table(tmp_path, "real-injected", ["same_error"])
+    table = [ln for ln in lines if ln.startswith("| ")]
+    assert table[0] == "| variant | react | tau |"
+    assert table[1] == "| − same_error | tp -1 | false -1 |"
+    assert table[2] == "| `exact` | – | tp -1, false +1 |"
