@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scenarios.inject import FAMILY_PREFIX, KINDS, inject_episodes
-from scenarios.realsuite import FAMILIES, load_real_suite
+from scenarios.realsuite import FAMILIES, RealSuiteError, load_real_suite
 from scenarios.tree import Episode
 
 
@@ -51,8 +51,11 @@ def load_injected_suite(name: str = "real-injected", corpus_dir: str | Path | No
 
 
 def load_real_episodes(name: str, corpus_dir: str | Path | None = None,
-                       problems: list[str] | None = None) -> list[Episode]:
-    """The episodes of real suite ``name``, labelled (``real-dev``) or injected (``real-injected``)."""
+                       problems: list[str] | None = None, labels_path: str | Path | None = None) -> list[Episode]:
+    """The episodes of real suite ``name``, labelled (``real-dev``, or ``labels_path``'s labels
+    of the corpora) or injected (``real-injected``)."""
     if is_injected(name):
+        if labels_path is not None:
+            raise RealSuiteError(f"{name}: its labels come from the injection; a labels file is for real-dev")
         return load_injected_suite(name, corpus_dir, problems)
-    return load_real_suite(name, corpus_dir, problems)
+    return load_real_suite(name, corpus_dir, problems, labels_path)

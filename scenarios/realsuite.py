@@ -387,15 +387,48 @@ class SuiteLoad:
         return len(self.problems)
 
 
+#: The fields of one trace's label that loading relies on, and the types they must have.
+LABEL_FIELDS: dict[str, tuple[type, ...]] = {
+    "source": (str,), "file": (str,), "loops": (bool,), "onset": (int, type(None)), "kind": (str, type(None)),
+    "ambiguous": (bool,), "calls_sha1": (str,), "result_sha1": (list,), "n_calls": (int,),
+}
+
+
+def check_labels(doc: Any, path: str | Path) -> None:
+    """Raise a one-line :class:`RealSuiteError` naming the first field of a labels file (the
+    schema of the corpora's ``dev.json``) that loading could not use."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("traces"), list):
+        raise RealSuiteError(f"{path}: not a labels file (expected an object with a 'traces' list, "
+                             "the schema of the corpora's dev.json)")
+    for i, trace in enumerate(doc["traces"]):
+        if not isinstance(trace, dict):
+            raise RealSuiteError(f"{path}: traces[{i}] is not an object")
+        for name, types in LABEL_FIELDS.items():
+            if name not in trace:
+                raise RealSuiteError(f"{path}: traces[{i}]: missing field {name!r}")
+            value = trace[name]
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+                raise RealSuiteError(f"{path}: traces[{i}].{name} must be {want}, not {value!r}")
+        if "trace_key" not in trace:
+            raise RealSuiteError(f"{path}: traces[{i}]: missing field 'trace_key'")
+        if trace["loops"] and not trace["ambiguous"] and trace["onset"] is None:
+            raise RealSuiteError(f"{path}: traces[{i}]: loops is true but onset is null")
+        if trace["onset"] is not None and not 0 <= trace["onset"] < max(trace["n_calls"], 1):
+            raise RealSuiteError(f"{path}: traces[{i}].onset {trace['onset']} is outside its {trace['n_calls']} calls")
+
+
 def load_labels(name: str = "real-dev", labels_path: str | Path | None = None) -> dict:
     if labels_path is not None:
         path = Path(labels_path)
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            doc = json.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise RealSuiteError(f"{path}: cannot read labels ({exc.strerror or exc})") from None
         except ValueError as exc:
             raise RealSuiteError(f"{path}: labels are not valid JSON ({exc})") from None
+        check_labels(doc, path)
+        return doc
     if name not in SUITES:
         raise RealSuiteError(f"unknown real suite {name!r}; known: {', '.join(SUITES)}")
     return json.loads(_data(SUITES[name]).read_text(encoding="utf-8"))
@@ -407,8 +440,12 @@ def _data(filename: str):
 
 def _from_corpus(labels: dict, corpus_dir: Path, sources: Iterable[str], out: SuiteLoad) -> None:
     wanted = set(sources)
-    for trace in labels["traces"]:
+    for i, trace in enumerate(labels["traces"]):
         source = trace["source"]
+        if source not in FAMILIES:
+            out.problems.append(f"traces[{i}] ({trace['file']}): source {source!r} is not a corpus loopbench converts "
+                                f"({', '.join(FAMILIES)}); label not used")
+            continue
         if source not in wanted:
             continue
         if trace["ambiguous"]:
@@ -531,14 +568,18 @@ class RealSuiteWarning(UserWarning):
 
 
 def load_real_suite(name: str = "real-dev", corpus_dir: str | Path | None = None,
-                    problems: list[str] | None = None) -> list[Episode]:
+                    problems: list[str] | None = None, labels_path: str | Path | None = None) -> list[Episode]:
     """The labelled episodes of real suite ``name`` (families: ``tau_bench_airline``,
     ``react_hotpotqa``, and with ``corpus_dir`` ``magentic_one`` and ``captain_agent``).
 
+    With ``labels_path`` (a labels file of the ``dev.json`` schema: another half, your own
+    labels) every labelled trace is converted from ``corpus_dir``, which it then needs.
     Every label that cannot be matched to its trace goes to ``problems`` (one line
     each), or is warned about when ``problems`` is None.
     """
-    load = load_suite(name, corpus_dir)
+    if labels_path is not None and corpus_dir is None:
+        raise RealSuiteError("a labels file needs the corpora its traces come from (corpus_dir)")
+    load = load_suite(name, corpus_dir, labels_path=labels_path, from_corpus_only=labels_path is not None)
     if problems is not None:
         problems.extend(load.problems)
     else:

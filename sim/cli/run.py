@@ -33,12 +33,16 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
 @click.option("--force", is_flag=True, help="Empty --out first when it holds an earlier run (without it, a non-empty --out is refused).")
 @click.option("--corpus", default=None, help="With a real suite: a local copy of the corpora, for the traces that "
               "are not shipped with loopbench (Who&When: Magentic-One, CaptainAgent).")
+@click.option("--labels", "labels_path", default=None, help="With --suite real-dev and --corpus: score against this labels "
+              "file (the schema of the corpora's dev.json: a held-out half, or your own labels) instead of the shipped "
+              "dev labels; every labelled trace is converted from --corpus.")
 @click.option("--no-report", is_flag=True, help="Write the run folder and its scoreboard only: no plots, intervals, "
               "threshold sweeps or HTML (about a quarter of a warm default run); `loopbench report RUN` writes them later.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
 def run_cmd(suite, detectors_opt, families, seed, episodes, mode, harness, out, config_path, params, delta, workers, engine,
-            ray_address, embed_cache, check_timeout, resume, force, no_report, no_progress, as_json, corpus) -> None:
+            ray_address, embed_cache, check_timeout, resume, force, no_report, no_progress, as_json, corpus,
+            labels_path) -> None:
     """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
     from scenarios.base import registered
     from scenarios.suites import SuiteError, load_suite
@@ -72,6 +76,9 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, harness, out, 
         raise LoopbenchError("--corpus is for real suites (e.g. --suite real-dev)")
     if corpus is not None and not Path(corpus).is_dir():
         raise LoopbenchError(f"{corpus}: no such corpus directory")
+    labels_path = labels_path or rc.get("labels")
+    if labels_path is not None:
+        check_labels_option(s, labels_path, corpus)
     names = split_list(detectors_opt) or list(rc.get("detectors", [])) or s.detectors or default_detectors()
     specs = detector_specs(names, with_suite_params(config, s, names), params)
     eng = make_engine(engine, workers, ray_address)
@@ -79,7 +86,7 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, harness, out, 
         suite=s, detectors=specs, families=fams,
         episodes=episodes or int(rc.get("episodes", s.episodes)),
         seed=seed if seed is not None else int(rc.get("seed", s.seed)),
-        mode=run_mode, corpus_dir=str(corpus) if corpus else None, delta=delta if delta is not None else int(rc.get("delta", DELTA)),
+        mode=run_mode, corpus_dir=str(corpus) if corpus else None, labels_path=labels_path, delta=delta if delta is not None else int(rc.get("delta", DELTA)),
         out=out_dir(out or rc.get("out"), s.name), progress=not no_progress and not as_json, engine=eng,
         check_timeout=check_timeout_value(check_timeout if check_timeout is not None else rc.get("check_timeout")), resume=resume,
         harness=harness,
@@ -119,6 +126,22 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, harness, out, 
     else:
         click.echo((Path(summary["out"]) / "scoreboard.md").read_text())
         click.echo(f"Run folder: {summary['out']} ({summary['wall_seconds']} s)")
+
+
+def check_labels_option(suite, labels_path: str, corpus: str | None) -> None:
+    """``--labels``: for real-dev with its corpora, and a labels file loading can use (checked
+    before any work, the first unusable field named)."""
+    from scenarios.injected_suite import is_injected
+    from scenarios.realsuite import RealSuiteError, load_labels
+
+    if not suite.real or is_injected(suite.name):
+        raise LoopbenchError(f"--labels is for --suite real-dev (suite {suite.name!r} has labels of its own making)")
+    if corpus is None:
+        raise LoopbenchError("--labels needs --corpus DIR: every labelled trace is converted from the corpora")
+    try:
+        load_labels(suite.name, labels_path)
+    except RealSuiteError as exc:
+        raise LoopbenchError(str(exc)) from None
 
 
 def check_harness(harness: str, mode: str) -> None:

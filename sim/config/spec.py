@@ -56,14 +56,22 @@ class RunConfig:
     resume: bool = False  # reuse the finished tasks checkpointed in ``out/.parts`` (sim.execute.checkpoint)
     #: A real suite's local copy of the corpora (for traces not shipped as package data).
     corpus_dir: str | None = None
+    #: A labels file (the corpora's ``dev.json`` schema) scored instead of the suite's own
+    #: labels: another half, or your own; its traces are converted from ``corpus_dir``.
+    labels_path: str | None = None
     #: Where closed loop is played: "builtin" or a framework (``sim.play.frameworks.HARNESSES``).
     harness: str = "builtin"
 
     def resolved(self) -> dict[str, Any]:
         if self.suite.real:
-            return {"suite": self.suite.name, "real": True, "families": self.families, "mode": self.mode,
-                    "delta": self.delta, "corpus": self.corpus_dir,
-                    "detectors": [{"label": d.label, "spec": d.spec, "params": d.params} for d in self.detectors]}
+            out = {"suite": self.suite.name, "real": True, "families": self.families, "mode": self.mode,
+                   "delta": self.delta, "corpus": self.corpus_dir,
+                   "detectors": [{"label": d.label, "spec": d.spec, "params": d.params} for d in self.detectors]}
+            if self.labels_path is not None:
+                # Its content, not only its name, decides the results (and whether --resume may reuse them).
+                out["labels"] = {"path": self.labels_path,
+                                 "sha256": hashlib.sha256(Path(self.labels_path).read_bytes()).hexdigest()}
+            return out
         return {
             "suite": self.suite.name,
             "families": self.families,

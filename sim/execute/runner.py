@@ -120,7 +120,7 @@ def _run(config: RunConfig, log: Callable[[str], None]) -> dict[str, Any]:
     if config.suite.real:
         # Labelled real traces: loaded, not generated; no scenario to play in closed loop.
         scenarios = []
-        episodes = [ep for ep in load_real_episodes(config.suite.name, config.corpus_dir, label_problems)
+        episodes = [ep for ep in load_real_episodes(config.suite.name, config.corpus_dir, label_problems, config.labels_path)
                     if ep.family in config.families]
         for p in label_problems[:20]:
             log(f"label not used: {p}")

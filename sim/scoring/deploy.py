@@ -119,7 +119,8 @@ def severities(units: pd.DataFrame, calls: pd.DataFrame) -> list[str]:
     :data:`scenarios.severity.RUNAWAY_PERSISTENCE` or lasts to the episode's last call. Branching episodes stay unknown.
     """
     if "severity" in units:
-        return [s if s in (RUNAWAY, BLIP) else UNKNOWN for s in units["severity"].fillna("").astype(str)]
+        # (An all-empty column reads as floats: NaN is neither runaway nor blip.)
+        return [s if s in (RUNAWAY, BLIP) else UNKNOWN for s in units["severity"].tolist()]
     runs: dict[str, list] = {}
     if len(calls) and "label_loop" in calls:
         for e, g in calls.groupby(calls["episode"].astype(str), sort=False):

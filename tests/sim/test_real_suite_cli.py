@@ -48,3 +48,82 @@ def test_real_dev_with_the_local_corpus_adds_who_and_when(tmp_path):
     assert r.exit_code == 0, r.output
     fams = {row["family"] for row in csv.DictReader(open(out / "metrics.csv", encoding="utf-8"))}
     assert fams == {"magentic_one", "captain_agent", "all"}
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "real"
+
+
+@pytest.fixture
+def sample_corpus(tmp_path):
+    """A corpora folder holding only the three shortened τ-bench records of examples/real."""
+    corpus = tmp_path / "corpus"
+    (corpus / "tau-bench-airline-gpt4o").mkdir(parents=True)
+    (corpus / "tau-bench-airline-gpt4o" / "gpt-4o-airline.json").write_bytes((EXAMPLES / "tau_bench_sample.json").read_bytes())
+    return corpus
+
+
+def _labels(tmp_path, edit=None) -> Path:
+    doc = json.loads((EXAMPLES / "tau_bench_sample_labels.json").read_text(encoding="utf-8"))
+    if edit:
+        edit(doc)
+    path = tmp_path / "labels.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def _outcomes(out: Path, detector: str) -> dict[str, str]:
+    return {r["episode"]: r["outcome"] for r in csv.DictReader(open(out / "episodes.csv", encoding="utf-8"))
+            if r["detector"] == detector}
+
+
+def test_labels_file_is_scored_instead_of_the_dev_labels(tmp_path, sample_corpus):
+    out = tmp_path / "mine"
+    r = invoke("run", "--suite", "real-dev", "--corpus", str(sample_corpus), "--labels", str(_labels(tmp_path)),
+               "--detectors", "exact", "--out", str(out), "--no-progress", "--no-report")
+    assert r.exit_code == 0, r.output
+    got = _outcomes(out, "exact")
+    # record 2 repeats a search with the same empty result (our label: stale at call 3); record 0 is
+    # clean; record 1 has no tool call to judge
+    assert got == {"tau_bench_airline:task13_trial1": "tp", "tau_bench_airline:task39_trial1": "tn",
+                   "tau_bench_airline:task12_trial3": "unlabelled"}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["labels"]["path"] == str(tmp_path / "labels.json")
+    assert len(manifest["config"]["labels"]["sha256"]) == 64 and manifest["label_problems"] == []
+
+    # The labels, not the traces, decide: the same trace labelled clean is now a false alarm,
+    # and a label whose trace converts to other calls is reported and left out.
+    def edit(doc):
+        doc["traces"][2].update(loops=False, onset=None, kind=None)
+        doc["traces"][0]["calls_sha1"] = "0" * 40
+        doc["traces"].append({**doc["traces"][1], "source": "openhands-swe-bench", "file": "runs/output.jsonl"})
+    out2 = tmp_path / "edited"
+    r = invoke("run", "--suite", "real-dev", "--corpus", str(sample_corpus), "--labels", str(_labels(tmp_path, edit)),
+               "--detectors", "exact", "--out", str(out2), "--no-progress", "--no-report")
+    assert r.exit_code == 0, r.output
+    assert _outcomes(out2, "exact") == {"tau_bench_airline:task13_trial1": "fp",
+                                        "tau_bench_airline:task12_trial3": "unlabelled"}
+    problems = json.loads((out2 / "manifest.json").read_text())["label_problems"]
+    assert any("calls_sha1 " in p and "label not used" in p for p in problems)
+    assert any("source 'openhands-swe-bench' is not a corpus loopbench converts" in p for p in problems)
+    assert json.loads((out2 / "manifest.json").read_text())["config_hash"] != json.loads(
+        (out / "manifest.json").read_text())["config_hash"]
+
+
+@pytest.mark.parametrize("edit,args,needle", [
+    (lambda d: d["traces"][1].pop("calls_sha1"), (), "traces[1]: missing field 'calls_sha1'"),
+    (lambda d: d["traces"][0].update(loops="yes"), (), "traces[0].loops must be bool, not 'yes'"),
+    (lambda d: d["traces"][2].update(onset=9), (), "traces[2].onset 9 is outside its 5 calls"),
+    (lambda d: d.pop("traces"), (), "not a labels file"),
+    (None, ("--no-corpus",), "--labels needs --corpus DIR"),
+    (None, ("--suite", "real-injected"), "--labels is for --suite real-dev"),
+])
+def test_unusable_labels_are_one_line_and_exit_2(tmp_path, sample_corpus, edit, args, needle):
+    cmd = ["run", "--suite", "real-dev", "--labels", str(_labels(tmp_path, edit)), "--detectors", "exact",
+           "--out", str(tmp_path / "run"), "--no-progress"]
+    if "--no-corpus" not in args:
+        cmd += ["--corpus", str(sample_corpus)]
+    cmd += [a for a in args if a != "--no-corpus"]
+    r = CliRunner().invoke(main, cmd)
+    assert r.exit_code == 2, r.output
+    assert needle in r.stderr and "Traceback" not in r.output
+    assert not (tmp_path / "run").exists()  # refused before any work

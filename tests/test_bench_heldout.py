@@ -1,0 +1,33 @@
+"""bench/bench_heldout.py: the shipped dev labels and a labels file of our own, scored and printed side by side."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.benchscripts import load_bench
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "real"
+
+
+def test_dev_and_heldout_side_by_side_with_the_targets(tmp_path, capsys):
+    corpus = tmp_path / "corpus" / "tau-bench-airline-gpt4o"
+    corpus.mkdir(parents=True)
+    (corpus / "gpt-4o-airline.json").write_bytes((EXAMPLES / "tau_bench_sample.json").read_bytes())
+    bench = load_bench("bench_heldout")
+    assert bench.main(["--labels", str(EXAMPLES / "tau_bench_sample_labels.json"), "--corpus", str(tmp_path / "corpus"),
+                       "--detectors", "exact,progress_guard", "--rounds", "20", "--out", str(tmp_path / "runs"),
+                       "--targets"]) == 0
+    out = capsys.readouterr().out
+    rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): [c.strip() for c in line.strip("|").split("|")]
+            for line in out.splitlines() if line.startswith("| exact") or line.startswith("| progress_guard")}
+    # τ-bench: 8 loops and 83 clean runs in the shipped dev half; 1 and 1 in our labels of the sample
+    guard_tau = rows[("progress_guard", "tau_bench_airline")]
+    assert guard_tau[2:4] == ["8/83", "1/1"]
+    assert guard_tau[4].startswith("98.4 [") and guard_tau[5].startswith("100.0")
+    assert rows[("exact", "tau_bench_airline")][10:12] == ["0.000", "0.000"]  # FAR dev, held-out
+    assert "paired bootstrap progress_guard − exact, standard score, pooled" in out
+    assert "- recall 1.000 >= 0.85: met" in out and "- false_alarm_rate 0.000 <= 0.01: met" in out
+    assert "ahead of exact by a paired-bootstrap margin" in out and ": NOT met" in out  # a tie on one loop
+    assert (tmp_path / "runs" / "heldout" / "paired.csv").is_file()
+    # the dev labels of Who&When have no traces in this corpus folder: said, not hidden
+    assert "dev: 93 labels not used" in out
+    assert not any(line.startswith("held-out:") for line in out.splitlines())
