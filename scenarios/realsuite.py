@@ -443,8 +443,9 @@ def _from_corpus(labels: dict, corpus_dir: Path, sources: Iterable[str], out: Su
     for i, trace in enumerate(labels["traces"]):
         source = trace["source"]
         if source not in FAMILIES:
-            out.problems.append(f"traces[{i}] ({trace['file']}): source {source!r} is not a corpus loopbench converts "
-                                f"({', '.join(FAMILIES)}); label not used")
+            out.problems.append(f"traces[{i}] ({trace['file']}): source {source!r} is not a corpus of this suite "
+                                f"({', '.join(FAMILIES)}; other traces: `loopbench replay --format F --labels FILE`); "
+                                "label not used")
             continue
         if source not in wanted:
             continue

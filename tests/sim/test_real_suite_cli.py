@@ -104,7 +104,7 @@ def test_labels_file_is_scored_instead_of_the_dev_labels(tmp_path, sample_corpus
                                         "tau_bench_airline:task12_trial3": "unlabelled"}
     problems = json.loads((out2 / "manifest.json").read_text())["label_problems"]
     assert any("calls_sha1 " in p and "label not used" in p for p in problems)
-    assert any("source 'openhands-swe-bench' is not a corpus loopbench converts" in p for p in problems)
+    assert any("source 'openhands-swe-bench' is not a corpus of this suite" in p for p in problems)
     assert json.loads((out2 / "manifest.json").read_text())["config_hash"] != json.loads(
         (out / "manifest.json").read_text())["config_hash"]
 
