@@ -414,7 +414,7 @@ def check_labels(doc: Any, path: str | Path) -> None:
             raise RealSuiteError(f"{path}: traces[{i}]: missing field 'trace_key'")
         if trace["loops"] and not trace["ambiguous"] and trace["onset"] is None:
             raise RealSuiteError(f"{path}: traces[{i}]: loops is true but onset is null")
-        if trace["onset"] is not None and not 0 <= trace["onset"] < max(trace["n_calls"], 1):
+        if trace["onset"] is not None and not 0 <= trace["onset"] < trace["n_calls"]:
             raise RealSuiteError(f"{path}: traces[{i}].onset {trace['onset']} is outside its {trace['n_calls']} calls")
 
 
