@@ -14,7 +14,7 @@ suites; one whose removal *raises* a score costs more than it catches there. The
 protocol (docs/detectors.md) reads the table that way: a layer stays in the defaults when it
 helps some corpus it was not derived from and harms none.
 
-    python bench/bench_ablation.py [--suites real-dev,real-injected,default] [--corpus DIR]
+    python bench/bench_ablation.py [--suites real-dev,real-injected,default] [--corpus DIR | --shipped-only]
                                    [--layers a,b] [--out DIR]
 """
 from __future__ import annotations
@@ -128,7 +128,9 @@ def table(run: Path, suite: str, layers: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suites", default="real-dev,real-injected,default")
-    ap.add_argument("--corpus", default=None, help="local copy of the real corpora (real-dev's Who&When traces)")
+    ap.add_argument("--corpus", default=None, help="local copy of the real corpora (real-dev's Who&When traces) "
+                                                   "[default: ../shared/corpora/real when it is there]")
+    ap.add_argument("--shipped-only", action="store_true", help="the real suites' shipped traces alone (no --corpus)")
     ap.add_argument("--layers", default=",".join(LAYERS))
     ap.add_argument("--out", default=None, help="where the runs go [default: a temporary folder]")
     args = ap.parse_args(argv)
@@ -136,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [x for x in layers if x not in LAYERS]
     if unknown:
         ap.error(f"--layers: {unknown[0]!r} is no layer ({', '.join(LAYERS)})")
-    corpus = Path(args.corpus) if args.corpus else next((p for p in CORPUS_CANDIDATES if p.is_dir()), None)
+    if args.shipped_only and args.corpus:
+        ap.error("--shipped-only and --corpus: give one")
+    corpus = (None if args.shipped_only else
+              Path(args.corpus) if args.corpus else next((p for p in CORPUS_CANDIDATES if p.is_dir()), None))
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(args.out) if args.out else Path(tmp)
         out: list[str] = ["Standard score; in brackets the change against all layers, and true alarms (tp) and "
