@@ -7,11 +7,13 @@ beside its dev value: per detector and corpus, the standard score (95% interval)
 early rate, false-alarm rate and recall − FAR; the paired bootstrap of ``--pair`` A − B on
 both label sets; and what halting at the first alarm, and the guard as configured, does to
 runs (successful runs stopped, failed-run calls saved). ``--targets`` checks the held-out
-figures against issue 38's bar for the recommended guard.
+figures against issue 38's bar for the recommended guard. ``--config`` / ``--param`` apply to
+both runs: a halt level picked on dev (``loopbench tune --objective deploy``) is judged here on
+the held-out labels, in successful runs stopped and failed-run calls saved.
 
     python bench/bench_heldout.py --labels HELDOUT.json [--corpus DIR] [--detectors a,b]
                                   [--pair progress_guard,exact] [--rounds 1000] [--out DIR]
-                                  [--targets]
+                                  [--targets] [--config FILE] [--param DET.P=V ...]
 """
 from __future__ import annotations
 
@@ -37,10 +39,11 @@ def _loopbench(args: list[str]) -> None:
         sys.exit(f"bench_heldout: loopbench {args[0]} failed: {done.stderr.strip().splitlines()[-1]}")
 
 
-def run_and_report(out: Path, corpus: Path, detectors: str, rounds: int, labels: Path | None) -> Path:
+def run_and_report(out: Path, corpus: Path, detectors: str, rounds: int, labels: Path | None,
+                   extra: list[str] = ()) -> Path:
     t0 = time.perf_counter()
     _loopbench(["run", "--suite", "real-dev", "--corpus", str(corpus), "--detectors", detectors, "--out", str(out),
-                "--no-progress", "--no-report", "--force"] + (["--labels", str(labels)] if labels else []))
+                "--no-progress", "--no-report", "--force", *extra] + (["--labels", str(labels)] if labels else []))
     _loopbench(["report", str(out), "--rounds", str(rounds)])
     print(f"  {time.perf_counter() - t0:.1f} s", flush=True)
     return out
@@ -179,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1000, help="Bootstrap rounds of the reports.")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-heldout"), help="Where the two runs go (dev/, heldout/).")
     ap.add_argument("--targets", action="store_true", help="Check the held-out figures against issue 38's bar.")
+    ap.add_argument("--config", type=Path, default=None, help="A TOML configuration for both runs (e.g. the file "
+                                                              "`loopbench tune --objective deploy` wrote on dev).")
+    ap.add_argument("--param", action="append", default=[], help="DETECTOR.PARAM=VALUE for both runs (repeatable).")
     args = ap.parse_args(argv)
     corpus = args.corpus or next((p for p in CORPUS_CANDIDATES if p.is_dir()), CORPUS_CANDIDATES[0])
     if not corpus.is_dir():
@@ -189,8 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(pair) != 2:
         ap.error("--pair takes A,B")
     out, corpus = args.out.resolve(), corpus.resolve()  # the runs are made from the repository root
-    dev = figures(run_and_report(out / "dev", corpus, args.detectors, args.rounds, None))
-    held = figures(run_and_report(out / "heldout", corpus, args.detectors, args.rounds, args.labels.resolve()))
+    if args.config is not None and not args.config.is_file():
+        ap.error(f"--config: {args.config}: no such file")
+    extra = (["--config", str(args.config.resolve())] if args.config else []) + [a for p in args.param
+                                                                                 for a in ("--param", p)]
+    dev = figures(run_and_report(out / "dev", corpus, args.detectors, args.rounds, None, extra))
+    held = figures(run_and_report(out / "heldout", corpus, args.detectors, args.rounds, args.labels.resolve(), extra))
     lines = [f"dev: the shipped real-dev labels; held-out: {args.labels}"]
     for name, fig in (("dev", dev), ("held-out", held)):
         if fig["problems"]:

@@ -1,6 +1,7 @@
 """bench/bench_heldout.py: the shipped dev labels and a labels file of our own, scored and printed side by side."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.benchscripts import load_bench
@@ -15,7 +16,7 @@ def test_dev_and_heldout_side_by_side_with_the_targets(tmp_path, capsys):
     bench = load_bench("bench_heldout")
     assert bench.main(["--labels", str(EXAMPLES / "tau_bench_sample_labels.json"), "--corpus", str(tmp_path / "corpus"),
                        "--detectors", "exact,progress_guard", "--rounds", "20", "--out", str(tmp_path / "runs"),
-                       "--targets"]) == 0
+                       "--targets", "--param", "progress_guard.stop_after=2"]) == 0
     out = capsys.readouterr().out
     rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): [c.strip() for c in line.strip("|").split("|")]
             for line in out.splitlines() if line.startswith("| exact") or line.startswith("| progress_guard")}
@@ -28,6 +29,10 @@ def test_dev_and_heldout_side_by_side_with_the_targets(tmp_path, capsys):
     assert "- recall 1.000 >= 0.85: met" in out and "- false_alarm_rate 0.000 <= 0.01: met" in out
     assert "ahead of exact by a paired-bootstrap margin" in out and ": NOT met" in out  # a tie on one loop
     assert (tmp_path / "runs" / "heldout" / "paired.csv").is_file()
+    for run in ("dev", "heldout"):  # --param reaches both runs
+        manifest = json.loads((tmp_path / "runs" / run / "manifest.json").read_text())
+        guard = next(d for d in manifest["config"]["detectors"] if d["label"] == "progress_guard")
+        assert guard["params"]["stop_after"] == 2
     # the dev labels of Who&When have no traces in this corpus folder: said, not hidden
     assert "dev: 93 labels not used" in out
     assert not any(line.startswith("held-out:") for line in out.splitlines())
