@@ -40,7 +40,7 @@ def _loopbench(args: list[str]) -> None:
 
 
 def run_and_report(out: Path, corpus: Path, detectors: str, rounds: int, labels: Path | None,
-                   extra: list[str] = ()) -> Path:
+                   extra: tuple[str, ...] | list[str] = ()) -> Path:
     t0 = time.perf_counter()
     _loopbench(["run", "--suite", "real-dev", "--corpus", str(corpus), "--detectors", detectors, "--out", str(out),
                 "--no-progress", "--no-report", "--force", *extra] + (["--labels", str(labels)] if labels else []))
