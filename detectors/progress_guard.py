@@ -402,6 +402,11 @@ class ProgressGuard(Detector):
         self._effects = Effects(tool_overrides)
         self._literal: dict[str, bool] = {}
         self._skips: dict[str, frozenset] = {}
+        for tool, over in (tool_overrides or {}).items():
+            # checked now, like the effects table: a typo must not fail every episode later
+            bad = [n for n in (over.get("skip_layers") or ()) if n not in LAYERS]
+            if bad:
+                raise ValueError(f"tool {tool!r}: skip_layers must name layers among {', '.join(LAYERS)}, got {bad[0]!r}")
         # Once per call object for check() and record(), and once per distinct call in all.
         self._prepare = CallMemo(ArgsMemo(self._prepare_uncached))
         self.semantic_checks = 0  # how often the semantic layer was consulted
@@ -441,11 +446,7 @@ class ProgressGuard(Detector):
         """The layers switched off for ``tool`` (``skip_layers``, per tool in ``tool_overrides``)."""
         skip = self._skips.get(tool)
         if skip is None:
-            names = self._param(tool, "skip_layers") or ()
-            bad = [n for n in names if n not in LAYERS]
-            if bad:
-                raise ValueError(f"tool {tool!r}: skip_layers must name layers among {', '.join(LAYERS)}, got {bad[0]!r}")
-            skip = self._skips[tool] = frozenset(names)
+            skip = self._skips[tool] = frozenset(self._param(tool, "skip_layers") or ())
         return skip
 
     def _param(self, tool: str, name: str) -> Any:

@@ -62,6 +62,19 @@ def test_an_unknown_layer_is_refused_with_the_layers_it_could_be():
     with pytest.raises(ParamError, match="skip_layers"):
         check_params(ProgressGuard, {"skip_layers": ["signatures"]})
     check_params(ProgressGuard, {"skip_layers": list(LAYERS)})
-    guard = LoopGuard(semantic=False, tool_overrides={"book": {"skip_layers": ["typo"]}})
-    with pytest.raises(ValueError, match=r"tool 'book': skip_layers .*'typo'"):
-        guard.check("book", {"payment": "gift_1"})
+    with pytest.raises(ValueError, match=r"tool 'book': skip_layers .*'typo'"):  # when the guard is built
+        LoopGuard(semantic=False, tool_overrides={"book": {"skip_layers": ["typo"]}})
+
+
+def test_a_typo_in_a_per_tool_skip_layers_is_one_cli_line_before_any_work(tmp_path):
+    from click.testing import CliRunner
+
+    from sim.cli import main
+
+    cfg = tmp_path / "guard.toml"
+    cfg.write_text('[detectors.progress_guard.tool_overrides.search]\nskip_layers = ["typo"]\n')
+    r = CliRunner().invoke(main, ["run", "--suite", "quick", "--families", "stale", "--episodes", "1", "--mode", "open",
+                                  "--detectors", "progress_guard", "--config", str(cfg), "--out", str(tmp_path / "run"),
+                                  "--no-progress"])
+    assert r.exit_code == 2 and "tool 'search': skip_layers must name layers among" in r.stderr
+    assert not (tmp_path / "run").exists()
