@@ -31,10 +31,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_loco import default_corpus  # noqa: E402  (where the corpora sit beside a checkout)
 from detectors.progress_guard import LAYERS  # noqa: E402
 
-CORPUS_CANDIDATES = (ROOT.parent / "shared" / "corpora" / "real", ROOT.parent.parent / "shared" / "corpora" / "real")
 GUARD = "detectors.progress_guard:ProgressGuard"
 
 
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.shipped_only and args.corpus:
         ap.error("--shipped-only and --corpus: give one")
     corpus = (None if args.shipped_only else
-              Path(args.corpus) if args.corpus else next((p for p in CORPUS_CANDIDATES if p.is_dir()), None))
+              Path(args.corpus) if args.corpus else (default_corpus() if default_corpus().is_dir() else None))
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(args.out) if args.out else Path(tmp)
         out: list[str] = ["Standard score; in brackets the change against all layers, and true alarms (tp) and "

@@ -26,7 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS_CANDIDATES = (ROOT.parent / "shared" / "corpora" / "real", ROOT.parent.parent / "shared" / "corpora" / "real")
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_loco import default_corpus  # noqa: E402  (where the corpora sit beside a checkout)
+
 #: Issue 38's bar for the recommended guard on held-out traces.
 TARGETS = {"recall": (">=", 0.85), "early_rate": ("<=", 0.03), "false_alarm_rate": ("<=", 0.01)}
 
@@ -109,17 +112,27 @@ def _deploy(fig: dict, det: str, action: str, metric: str) -> str:
     return share + (f" ({r['count']}/{r['of']})" if r.get("count") not in (None, "") and metric.endswith("_stopped") else "")
 
 
-def _paired(fig: dict, a: str, b: str) -> str:
-    r = fig["paired"].get((a, b, "score_standard"))
-    sign = 1.0
+def _pair_diff(fig: dict, a: str, b: str) -> tuple[float, float | None, float | None] | None:
+    """A − B of the standard score and its paired interval (``paired.csv`` holds one order)."""
+    r, sign = fig["paired"].get((a, b, "score_standard")), 1.0
     if r is None:
         r, sign = fig["paired"].get((b, a, "score_standard")), -1.0
     if r is None:
-        return "–"
-    d, lo, hi = sign * float(r["diff"]), _num(r["lo"]), _num(r["hi"])
+        return None
+    lo, hi = _num(r["lo"]), _num(r["hi"])
     if lo is None or hi is None:
-        return f"{d:+.1f}"
+        return sign * float(r["diff"]), None, None
     lo, hi = sorted((sign * lo, sign * hi))
+    return sign * float(r["diff"]), lo, hi
+
+
+def _paired(fig: dict, a: str, b: str) -> str:
+    got = _pair_diff(fig, a, b)
+    if got is None:
+        return "–"
+    d, lo, hi = got
+    if lo is None:
+        return f"{d:+.1f}"
     return f"{d:+.1f} [{lo:.1f}, {hi:.1f}]" + (" ≠0" if lo > 0 or hi < 0 else "")
 
 
@@ -163,11 +176,9 @@ def target_lines(held: dict, guard: str, reference: str) -> list[str]:
         v = float(m[name]) if m[name] != "" else None
         ok = v is not None and (v >= bar if op == ">=" else v <= bar)
         lines.append(f"- {name} {'–' if v is None else f'{v:.3f}'} {op} {bar}: {'met' if ok else 'NOT met'}")
-    r = held["paired"].get((guard, reference, "score_standard")) or held["paired"].get((reference, guard, "score_standard"))
-    if r is not None:
-        sign = 1.0 if r["detector_a"] == guard else -1.0
-        lo = min(sign * float(r["lo"]), sign * float(r["hi"])) if r["lo"] and r["hi"] else None
-        ok = lo is not None and lo > 0
+    got = _pair_diff(held, guard, reference)
+    if got is not None:
+        ok = got[1] is not None and got[1] > 0
         lines.append(f"- ahead of {reference} by a paired-bootstrap margin (the interval's low end > 0): "
                      f"{_paired(held, guard, reference)}: {'met' if ok else 'NOT met'}")
     return lines
@@ -186,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                                                               "`loopbench tune --objective deploy` wrote on dev).")
     ap.add_argument("--param", action="append", default=[], help="DETECTOR.PARAM=VALUE for both runs (repeatable).")
     args = ap.parse_args(argv)
-    corpus = args.corpus or next((p for p in CORPUS_CANDIDATES if p.is_dir()), CORPUS_CANDIDATES[0])
+    corpus = args.corpus or default_corpus()
     if not corpus.is_dir():
         ap.error(f"--corpus: {corpus}: no corpora there")
     if not args.labels.is_file():

@@ -40,7 +40,9 @@ SHOWN = (("score_standard", "score", 1, False), ("recall", "recall", 2, False), 
          ("false_alarm_rate", "FAR", 3, False), ("recall_minus_far", "R−FAR", 3, False))
 
 
-def _default_corpus() -> Path:
+def default_corpus() -> Path:
+    """The corpora beside this checkout (or beside the worktree's parent); the first place
+    looked when neither is there, for the error message."""
     return next((p for p in CORPUS_CANDIDATES if p.is_dir()), CORPUS_CANDIDATES[0])
 
 
@@ -79,7 +81,7 @@ def main() -> None:
     args = ap.parse_args()
     a, b = args.pair.split(",")
     if args.run is None:
-        corpus = args.corpus or _default_corpus()
+        corpus = args.corpus or default_corpus()
         if not corpus.is_dir():
             sys.exit(f"bench_loco: {corpus}: no corpora there (pass --corpus DIR, or --run RUN_DIR)")
         run_dir = _run(args.out, corpus, args.detectors)
