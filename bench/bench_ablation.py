@@ -1,7 +1,8 @@
-"""Which of ``progress_guard``'s layers earn their place, and on which corpus: one layer off at a time.
+"""Which of ``progress_guard``'s layers and rules earn their place, and on which corpus: one off at a time.
 
-For every layer in ``detectors.progress_guard.LAYERS`` the guard runs once more with that
-layer switched off (``skip_layers``), beside the full guard and ``exact``, on each suite
+For every layer in ``detectors.progress_guard.LAYERS`` (and, with ``--rules``, every rule in
+``RULES``, the exceptions and refinements inside the layers) the guard runs once more with
+that one switched off (``skip_layers`` / ``skip_rules``), beside the full guard and ``exact``, on each suite
 named (the product path: ``loopbench run --suite S --mode open``). It prints, per suite and
 per corpus of a real suite (one family per corpus), the standard score of each variant and
 its change against the full guard, with the true and false alarms it gains or loses; for
@@ -15,7 +16,7 @@ protocol (docs/detectors.md) reads the table that way: a layer stays in the defa
 helps some corpus it was not derived from and harms none.
 
     python bench/bench_ablation.py [--suites real-dev,real-injected,default] [--corpus DIR | --shipped-only]
-                                   [--layers a,b] [--out DIR]
+                                   [--layers a,b] [--rules all | --rules a,b] [--out DIR]
 """
 from __future__ import annotations
 
@@ -34,21 +35,27 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_loco import default_corpus  # noqa: E402  (where the corpora sit beside a checkout)
-from detectors.progress_guard import LAYERS  # noqa: E402
+from detectors.progress_guard import LAYERS, RULES  # noqa: E402
 
 GUARD = "detectors.progress_guard:ProgressGuard"
 
 
-def _variants(layers: list[str]) -> tuple[str, list[str]]:
-    """The ``--detectors`` value and the ``--param`` options: the full guard, one variant per layer, exact."""
-    names = ["progress_guard"] + [f"without_{layer}={GUARD}" for layer in layers] + ["exact"]
+def switches(layers: list[str], rules: list[str]) -> list[tuple[str, str]]:
+    """What is switched off, one variant each: (parameter, name), layers first."""
+    return [("skip_layers", x) for x in layers] + [("skip_rules", x) for x in rules]
+
+
+def _variants(off: list[tuple[str, str]]) -> tuple[str, list[str]]:
+    """The ``--detectors`` value and the ``--param`` options: the full guard, one variant per
+    layer or rule switched off, exact."""
+    names = ["progress_guard"] + [f"without_{name}={GUARD}" for _, name in off] + ["exact"]
     params: list[str] = []
-    for layer in layers:
-        params += ["--param", f"without_{layer}.skip_layers={json.dumps([layer])}"]
+    for param, name in off:
+        params += ["--param", f"without_{name}.{param}={json.dumps([name])}"]
     return ",".join(names), params
 
 
-def _run(suite: str, out: Path, layers: list[str], corpus: Path | None) -> Path:
+def _run(suite: str, out: Path, layers: list[tuple[str, str]], corpus: Path | None) -> Path:
     detectors, params = _variants(layers)
     cmd = [sys.executable, "-m", "sim.cli", "run", "--suite", suite, "--mode", "open", "--no-progress", "--no-report",
            "--force", "--out", str(out), "--detectors", detectors, *params]
@@ -78,14 +85,14 @@ def _by_source(run: Path) -> dict[tuple[str, str], Counter]:
     return out
 
 
-def source_table(run: Path, suite: str, layers: list[str]) -> list[str]:
+def source_table(run: Path, suite: str, layers: list[tuple[str, str]]) -> list[str]:
     """Where each variant's true and false alarms move, per source corpus of an injected suite
     (its families are the injected kinds, so the score table cannot say which corpus moved)."""
     c = _by_source(run)
     sources = sorted({src for _, src in c})
-    rows = [f"without_{layer}" for layer in layers] + ["exact"]
+    rows = [f"without_{name}" for _, name in layers] + ["exact"]
     lines = [f"{suite}, by the corpus each episode was built from (true / false-or-early alarms gained or lost "
-             "against all layers):", "", "| variant | " + " | ".join(sources) + " |", "|---" * (len(sources) + 1) + "|"]
+             "against the full guard):", "", "| variant | " + " | ".join(sources) + " |", "|---" * (len(sources) + 1) + "|"]
     for det in rows:
         cells = []
         for src in sources:
@@ -97,13 +104,13 @@ def source_table(run: Path, suite: str, layers: list[str]) -> list[str]:
     return lines + [""]
 
 
-def table(run: Path, suite: str, layers: list[str]) -> list[str]:
+def table(run: Path, suite: str, layers: list[tuple[str, str]]) -> list[str]:
     """The suite's ablation table as markdown lines: score per column, change vs the full guard."""
     m = _metrics(run)
     families = sorted({fam for _, fam in m if fam != "all"})
     # Per corpus on a real suite (one family per corpus); the whole suite only, elsewhere.
     cols = ["all"] + (families if suite == "real-dev" else [])
-    rows = ["progress_guard"] + [f"without_{layer}" for layer in layers] + ["exact"]
+    rows = ["progress_guard"] + [f"without_{name}" for _, name in layers] + ["exact"]
     lines = [f"### {suite}", "", "| variant | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for det in rows:
         cells = []
@@ -121,7 +128,7 @@ def table(run: Path, suite: str, layers: list[str]) -> list[str]:
                 moves = [f"{d:+.1f}"] + ([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfp:+d}"] if dfp else [])
                 cell += " (" + ", ".join(moves) + ")" if (abs(d) >= 0.05 or dtp or dfp) else ""
             cells.append(cell)
-        label = "all layers" if det == "progress_guard" else ("`exact`" if det == "exact" else f"− {det[len('without_'):]}")
+        label = "the guard" if det == "progress_guard" else ("`exact`" if det == "exact" else f"− {det[len('without_'):]}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines + [""]
 
@@ -132,26 +139,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus", default=None, help="local copy of the real corpora (real-dev's Who&When traces) "
                                                    "[default: ../shared/corpora/real when it is there]")
     ap.add_argument("--shipped-only", action="store_true", help="the real suites' shipped traces alone (no --corpus)")
-    ap.add_argument("--layers", default=",".join(LAYERS))
+    ap.add_argument("--layers", default=",".join(LAYERS), help="layers to switch off one at a time ('' for none)")
+    ap.add_argument("--rules", default="", help="rules to switch off one at a time: names, or 'all' [default: none]")
     ap.add_argument("--out", default=None, help="where the runs go [default: a temporary folder]")
     args = ap.parse_args(argv)
     layers = [x for x in args.layers.split(",") if x]
     unknown = [x for x in layers if x not in LAYERS]
     if unknown:
         ap.error(f"--layers: {unknown[0]!r} is no layer ({', '.join(LAYERS)})")
+    rules = list(RULES) if args.rules == "all" else [x for x in args.rules.split(",") if x]
+    unknown = [x for x in rules if x not in RULES]
+    if unknown:
+        ap.error(f"--rules: {unknown[0]!r} is no rule ({', '.join(RULES)})")
+    off = switches(layers, rules)
+    if not off:
+        ap.error("--layers and --rules: nothing to switch off")
     if args.shipped_only and args.corpus:
         ap.error("--shipped-only and --corpus: give one")
     corpus = (None if args.shipped_only else
               Path(args.corpus) if args.corpus else (default_corpus() if default_corpus().is_dir() else None))
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(args.out) if args.out else Path(tmp)
-        out: list[str] = ["Standard score; in brackets the change against all layers, and true alarms (tp) and "
+        out: list[str] = ["Standard score; in brackets the change against the full guard, and true alarms (tp) and "
                           "false or early alarms gained (+) or lost (−).", ""]
         for suite in [s for s in args.suites.split(",") if s]:
-            run = _run(suite, base / suite, layers, corpus)
-            out += table(run, suite, layers)
+            run = _run(suite, base / suite, off, corpus)
+            out += table(run, suite, off)
             if suite == "real-injected":
-                out += source_table(run, suite, layers)
+                out += source_table(run, suite, off)
         print("\n".join(out))
     return 0
 

@@ -72,8 +72,34 @@ DECLARED = "declared"
 #: The layers whose findings make a call a loop, in the order they are asked (``skip_layers``
 #: switches some off, for all tools or per tool; the step budget is always on).
 LAYERS = ("signature", "drift", "not_there", "no_reply", "same_error", "no_progress", "semantic")
+#: The guard's rules, each an exception or a refinement inside the layers, by the name
+#: ``skip_rules`` switches it off with (for all tools or per tool) and what it says. Each was
+#: adopted for a reason docs/detectors.md gives; ``bench/bench_ablation.py --rules`` measures
+#: what each one earns, corpus by corpus.
+RULES: dict[str, str] = {
+    "transient_retry": "a retry after a transient error (a time-out, a 503) passes, up to max_retries",
+    "unanswered_retry": "a call that ran without a reply may be asked again, up to max_retries",
+    "failed_write": "a write that failed changed nothing: a read right after it that repeats is a repeat",
+    "undo_once": "writing a value back after the same write with other numbers is an undo, allowed once",
+    "blind_trial": "a re-run whose last two runs gave the same result, with writes between that differ "
+                   "only in their numbers, is a repeat",
+    "write_progress": "a write that went through is progress for the drift layer, even when its answer "
+                      "repeats a record read before",
+    "code_cosmetic": "code and command arguments compare with comments and blank lines dropped",
+    "error_news": "an error that says something new (another id, new text) breaks a same-error streak",
+    "not_found_items": "a not-found answer is news only through the items it lists",
+    "short_answer": "a short answer (three tokens or fewer) is news when the answer is new",
+    "report_once": "a result already contained in the previous, longer one is one piece of news",
+    "cross_check": "other code printing the very same output verifies a figure another way",
+    "echo_mask": "values the call carried, echoed back in its result, are not news",
+    "paging_poll": "paging tools (scroll, next page, lookup) are judged like polls",
+}
 #: What the semantic layer compares: the model's sentence vectors, or static word-piece vectors.
 SEMANTIC_VECTORS = ("model", "static")
+
+# The same call shows the next part (scrolling, the next match of a lookup); the
+# ``paging_poll`` rule.
+_PAGING = r"scroll|page_?(up|down)|next_page|more_results|lookup"
 
 #: Tool-name patterns -> mode, first match wins: the last resort for a tool whose effects
 #: nobody declared (``detectors.effects``). Harness authors know their tools; these are the
@@ -82,8 +108,7 @@ DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     (r"^(think|reflect|scratchpad|note|todo|plan)$", "exempt"),  # the model talking to itself
     # Whole words of the name: ``get_reservation_details`` is no ``tail``.
     (r"(?<![a-z])(status|poll|wait|progress|tail|read_output|check_job|get_job|logs?$)(?![a-z])", "poll"),
-    # Paging: the same call shows the next part (scrolling, the next match of a lookup).
-    (r"scroll|page_?(up|down)|next_page|more_results|lookup", "poll"),
+    (_PAGING, "poll"),  # paging
     # One tool that reads, edits and tests: whether a call writes is in its command text.
     (r"exec|shell|bash|terminal|run_command|command|python|code_interpreter|run_code|repl", "command"),
     (r"write|edit|patch|replace|create|delete|remove|update|insert|apply|move|rename|mkdir|commit|install"
@@ -333,6 +358,9 @@ class ProgressGuard(Detector):
     - ``skip_layers`` (none): layers (``LAYERS``) whose findings are switched off, for every
       tool or, in ``tool_overrides``, per tool (``{"pay": {"skip_layers": ["same_error"]}}``);
       ``bench/bench_ablation.py`` measures what each layer earns on each corpus;
+    - ``skip_rules`` (none): rules (``RULES``, the exceptions and refinements inside the
+      layers) switched off, for every tool or per tool, as ``skip_layers``; ``loopbench list
+      progress_guard`` names them; ``bench/bench_ablation.py --rules`` measures each;
     - ``escalate`` (False): escalate to a human instead of stopping;
     - ``recovery_calls`` (1): informative calls after a nudge that clear the strikes;
     - ``max_steps`` (200): the hard budget on one path.
@@ -353,6 +381,8 @@ class ProgressGuard(Detector):
 
     #: The graduated response: a finding's score is 1 + the strikes before it; it halts iff the
     #: score >= 1 + stop_after, and is voiced at all iff the score >= 1 + nudge_after.
+    value_docs = {"skip_rules": RULES}
+
     halt_param = "stop_after"
     nudge_param = "nudge_after"
 
@@ -360,7 +390,7 @@ class ProgressGuard(Detector):
                     "similarity": Range(-1, 1, float), "stop_after": Range(0), "nudge_after": Range(0),
                     "recovery_calls": Range(1),
                     "max_steps": Range(1), "semantic_vectors": OneOf(SEMANTIC_VECTORS),
-                    "skip_layers": Each(OneOf(LAYERS))}
+                    "skip_layers": Each(OneOf(LAYERS)), "skip_rules": Each(OneOf(tuple(RULES)))}
 
     def __init__(
         self,
@@ -375,6 +405,7 @@ class ProgressGuard(Detector):
         stop_after: int = 1,
         nudge_after: int = 0,
         skip_layers: tuple[str, ...] = (),
+        skip_rules: tuple[str, ...] = (),
         escalate: bool = False,
         recovery_calls: int = 1,
         max_steps: int = 200,
@@ -391,6 +422,7 @@ class ProgressGuard(Detector):
         self.stop_after = stop_after
         self.nudge_after = nudge_after
         self.skip_layers = skip_layers
+        self.skip_rules = skip_rules
         self.escalate = escalate
         self.recovery_calls = recovery_calls
         self.max_steps = max_steps
@@ -402,11 +434,13 @@ class ProgressGuard(Detector):
         self._effects = Effects(tool_overrides)
         self._literal: dict[str, bool] = {}
         self._skips: dict[str, frozenset] = {}
+        self._rules_off: dict[str, frozenset] = {}
         for tool, over in (tool_overrides or {}).items():
             # checked now, like the effects table: a typo must not fail every episode later
-            bad = [n for n in (over.get("skip_layers") or ()) if n not in LAYERS]
-            if bad:
-                raise ValueError(f"tool {tool!r}: skip_layers must name layers among {', '.join(LAYERS)}, got {bad[0]!r}")
+            for name, known, what in (("skip_layers", LAYERS, "layers"), ("skip_rules", tuple(RULES), "rules")):
+                bad = [n for n in (over.get(name) or ()) if n not in known]
+                if bad:
+                    raise ValueError(f"tool {tool!r}: {name} must name {what} among {', '.join(known)}, got {bad[0]!r}")
         # Once per call object for check() and record(), and once per distinct call in all.
         self._prepare = CallMemo(ArgsMemo(self._prepare_uncached))
         self.semantic_checks = 0  # how often the semantic layer was consulted
@@ -436,7 +470,9 @@ class ProgressGuard(Detector):
                     m = DECLARED
                 elif m is None:
                     low = tool.lower()
-                    m = next((mode for pattern, mode in DEFAULT_RULES if re.search(pattern, low)), "default")
+                    paging = "paging_poll" not in self.rules_off(tool)
+                    m = next((mode for pattern, mode in DEFAULT_RULES
+                              if (paging or pattern != _PAGING) and re.search(pattern, low)), "default")
             if m not in MODES and m != DECLARED:
                 raise ValueError(f"tool {tool!r}: mode must be one of {', '.join(MODES)}, got {m!r}")
             self._modes[tool] = m
@@ -448,6 +484,13 @@ class ProgressGuard(Detector):
         if skip is None:
             skip = self._skips[tool] = frozenset(self._param(tool, "skip_layers") or ())
         return skip
+
+    def rules_off(self, tool: str) -> frozenset:
+        """The rules switched off for ``tool`` (``skip_rules``, per tool in ``tool_overrides``)."""
+        off = self._rules_off.get(tool)
+        if off is None:
+            off = self._rules_off[tool] = frozenset(self._param(tool, "skip_rules") or ())
+        return off
 
     def _param(self, tool: str, name: str) -> Any:
         return tool_param(self.tool_overrides, tool, name, getattr(self, name))
@@ -467,7 +510,10 @@ class ProgressGuard(Detector):
         command_tool = self._command_text(call.tool)
         code = {k: v for k, v in args.items() if isinstance(v, str) and (command_tool or str(k).lower() in CODE_KEYS)}
         normal = _normalise({k: v for k, v in args.items() if k not in code})
-        normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
+        if "code_cosmetic" in self.rules_off(call.tool):
+            normal.update(_normalise({str(k).casefold(): v for k, v in code.items()}))
+        else:
+            normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
         normal_json = canonical_json(normal)
         key = (call.tool, _h(normal_json))
         family = (call.tool, _h(canonical_json(_numbers_masked(normal))))
@@ -543,6 +589,7 @@ class ProgressGuard(Detector):
     def _find(self, state: GuardState, call: ToolCall, p: _Prepared, mode: str) -> tuple[_Finding | None, float]:
         tool = call.tool
         skip = self.skipped(tool)
+        rules = self.rules_off(tool)
         info: KeyInfo | None = state.keys.get(p.key)
         if info is not None and "signature" not in skip:
             ago = state.step - info.last_step
@@ -552,21 +599,24 @@ class ProgressGuard(Detector):
                 # the last two runs, with a write between them, already gave the same answer
                 # and the writes are one edit tried with other numbers: blind trial of values
                 # that does not reach what this call shows.
-                if info.prev_fp is not None and info.prev_fp == info.last_fp and state.write_drift:
+                if (info.prev_fp is not None and info.prev_fp == info.last_fp and state.write_drift
+                        and "blind_trial" not in rules):
                     return _Finding("signature", "gave the same result twice with writes in between that "
                                                  "differ only in their numbers; they do not change what it shows"), 1.0
-            elif mode == "mutating" and info.count == 1 and self._overwritten(state, p, info):
+            elif mode == "mutating" and info.count == 1 and "undo_once" not in rules and self._overwritten(state, p, info):
                 pass  # the value was set otherwise since: writing it again sets it back (an undo), once
             elif mode == "poll":
                 if info.prev_fp is not None and info.prev_fp == info.last_fp:
                     return _Finding("signature", "was polled twice with the same answer"), 1.0
                 if info.count >= self._param(tool, "poll_limit"):
                     return _Finding("signature", f"was polled {info.count} times"), 1.0
-            elif info.transient_run and info.transient_run <= self._param(tool, "max_retries"):
+            elif (info.transient_run and info.transient_run <= self._param(tool, "max_retries")
+                  and "transient_retry" not in rules):
                 # A retry after a transient error (a time-out, a 503), within the allowance, for
                 # any tool: the call did not complete, so asking again is no repeat.
                 pass
-            elif info.unanswered and info.unanswered <= self._param(tool, "max_retries"):
+            elif (info.unanswered and info.unanswered <= self._param(tool, "max_retries")
+                  and "unanswered_retry" not in rules):
                 pass  # asking again after no reply: the request was never answered
             else:
                 times = "once" if info.count == 1 else f"{info.count} times"
@@ -781,16 +831,17 @@ class ProgressGuard(Detector):
         masked, fp, all_tokens = news.masked, news.fingerprint, news.tokens
         # Tokens the tool merely echoes back from the call ("offset 40 is past the end",
         # "7 + 263 = 270") tell the agent nothing new.
-        echoes = p.numbers
+        rules = self.rules_off(call.tool)
+        echoes = p.numbers if "echo_mask" not in rules else frozenset()
         # News is a new word, name or listed item; new bare numbers in a long output are
         # mostly counters ("4 results, showing 1-1"). Short answers and changing polls are
         # handled below.
         # The call's own texts matter only against listed items: derived only when there are some.
         fresh, tokens, new_items, new_tokens = what_is_new(state.lines, news, echoes,
                                                            p.echoes if news.items else frozenset())
-        if news.not_found:
+        if news.not_found and "not_found_items" not in rules:
             new_tokens = new_items  # "nothing found" is news only through what it lists
-        elif 0 < len(tokens) <= 3:
+        elif 0 < len(tokens) <= 3 and "short_answer" not in rules:
             # A short answer ("8.0", "status: done") is news when that answer is new, even if
             # each of its tokens has been seen somewhere before (and not when it comes again).
             answer = ("\x00answer", " ".join(t if t not in echoes else "~" for t in all_tokens))
@@ -804,7 +855,8 @@ class ProgressGuard(Detector):
                        or (info_before is not None and state.last_mutation > info_before.last_step and mode != "mutating")
                        or (mode == "poll" and info_before is not None and info_before.last_fp != fp))
         body = masked.strip()
-        if len(body) >= 40 and body[:5000] in state.last_text and len(body) < len(state.last_text.strip()):
+        if ("report_once" not in rules and len(body) >= 40 and body[:5000] in state.last_text
+                and len(body) < len(state.last_text.strip())):
             # The previous result already reported this one inside a longer text (an
             # orchestrator hears an agent's reply, then the agent's own action shows the same
             # page): one piece of news, as informative as it was the first time. An identical
@@ -823,8 +875,8 @@ class ProgressGuard(Detector):
         # "no match", a booking the API refused), so a read right after it that returns the
         # same result is a repeat. A failed command is another matter: a shell line that
         # writes a file and then runs it reports the run's failure, the file was written.
-        wrote = write_ok or (mode == "mutating" and self._command_text(call.tool))
-        families = state.families.set(p.family, (state.step, informative or write_ok))
+        wrote = write_ok or (mode == "mutating" and (self._command_text(call.tool) or "failed_write" in rules))
+        families = state.families.set(p.family, (state.step, informative or (write_ok and "write_progress" not in rules)))
         silent = state.silent
         unanswered_repeat = state.unanswered_repeat
         if p.free and mode != "mutating":
@@ -842,7 +894,8 @@ class ProgressGuard(Detector):
         if observation.error and not transient:
             err_key = _h(_DIGITS.sub("#", masked)[:200])
             # An error that says something new (another id, a new suggestion) is information.
-            same = state.error_key == err_key and state.error_tool == call.tool and not new_tokens
+            same = (state.error_key == err_key and state.error_tool == call.tool
+                    and (not new_tokens or "error_news" in rules))
             error_tool, error_key, error_run = call.tool, err_key, (state.error_run + 1 if same else 1)
         else:
             error_tool, error_key, error_run = None, None, 0
@@ -853,7 +906,8 @@ class ProgressGuard(Detector):
         if strikes and since >= self.recovery_calls:
             # The agent changed course: the evidence of its old loop no longer counts against it.
             strikes, since, fresh_from = 0, 0, state.step + 1
-        cross_check = p.code and info_before is None and masked[:50_000] == state.last_text
+        cross_check = (p.code and info_before is None and masked[:50_000] == state.last_text
+                       and "cross_check" not in rules)
         if cross_check:
             # Other code printing the very same output verifies a figure another way: not a
             # loop, and no evidence either way (re-running the same code is the signature layer's).

@@ -178,6 +178,9 @@ class Detector:
     #: What each parameter may be (``detectors.params``: ``Range``, ``OneOf``, ``Each``), checked
     #: before the detector is built; a parameter not named here is checked against its type.
     param_ranges: ClassVar[Mapping[str, Any]] = {}
+    #: What each value a parameter takes means, where the names alone do not say (``progress_guard``'s
+    #: ``skip_rules``: rule -> what it says); ``loopbench list DETECTOR`` prints them.
+    value_docs: ClassVar[Mapping[str, Mapping[str, str]]] = {}
     #: Conformance checks (``detectors.testing``) this detector fails on purpose: name -> reason.
     expected_failures: ClassVar[Mapping[str, str]] = {}
     #: Cumulative cost counters a runner reports in ``timings.csv`` (see :data:`COST_COUNTERS`):

@@ -1,6 +1,8 @@
 """bench/bench_ablation.py on the shipped τ-bench traces: one layer off, its change against the full guard."""
 from __future__ import annotations
 
+import pytest
+
 from tests.benchscripts import load_bench
 
 
@@ -21,19 +23,33 @@ def test_same_error_off_drops_the_one_tau_false_alarm(tmp_path, capsys):
              for line in out.split("### real-dev")[1].splitlines() if line.startswith("| ")]
     tau = cells[0].index("tau_bench_airline")
     rows = {row[0]: row for row in cells}
-    assert rows["all layers"][tau] == "98.4"
+    assert rows["the guard"][tau] == "98.4"
     assert rows["− same_error"][tau] == "99.0 (+0.6, false -1)"
     assert "tp -" in rows["− signature"][tau]
     assert cells[0][1:] == ["all", "react_hotpotqa", "tau_bench_airline"]
 
 
-def test_unknown_layer_is_refused_in_one_line(capsys):
-    import pytest
+def test_a_rule_switched_off_is_a_variant_beside_the_layers(tmp_path, capsys):
+    # --rules gives one row per rule, named as the rule, from the same run as the layers'.
+    bench = _bench()
+    assert bench.main(["--suites", "real-dev", "--layers", "", "--rules", "error_news,echo_mask", "--shipped-only",
+                       "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    labels = [line.strip("|").split("|")[0].strip() for line in out.splitlines() if line.startswith("| ")]
+    assert labels == ["variant", "the guard", "− error_news", "− echo_mask", "`exact`"]
+    assert "without_echo_mask" in (tmp_path / "real-dev" / "metrics.csv").read_text()
 
+
+@pytest.mark.parametrize("argv, message", [
+    (["--layers", "nope"], "'nope' is no layer"),
+    (["--rules", "nope"], "'nope' is no rule"),
+    (["--layers", "", "--rules", ""], "nothing to switch off"),
+])
+def test_unknown_names_are_refused_in_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
-        _bench().main(["--layers", "nope"])
+        _bench().main(argv)
     assert exc.value.code == 2
-    assert "'nope' is no layer" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_source_table_counts_alarm_changes_by_the_corpus_an_episode_was_built_from(tmp_path):
@@ -45,7 +61,7 @@ def test_source_table_counts_alarm_changes_by_the_corpus_an_episode_was_built_fr
             "exact,tau:t1~stale,inj_stale,n1,early", "exact,tau:t2~retry,inj_retry,episode,fp",
             "exact,react:L1~stale,inj_stale,n1,tp"]
     (tmp_path / "episodes.csv").write_text("\n".join(rows) + "\n")
-    lines = _bench().source_table(tmp_path, "real-injected", ["same_error"])
+    lines = _bench().source_table(tmp_path, "real-injected", [("skip_layers", "same_error")])
     table = [ln for ln in lines if ln.startswith("| ")]
     assert table[0] == "| variant | react | tau |"
     assert table[1] == "| − same_error | tp -1 | false -1 |"

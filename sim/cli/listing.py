@@ -79,3 +79,6 @@ def describe_detector(spec: str) -> None:
         rule = rules.get(p.name)
         allowed = rule.describe() if rule is not None else "any value"
         click.echo(f"  {p.name:{width}s}  default {_shown(p.default)}; {allowed}")
+        values = getattr(cls, "value_docs", {}).get(p.name, {})
+        for value, what in values.items():
+            click.echo(f"  {'':{width}s}    {value}: {what}")

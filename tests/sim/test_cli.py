@@ -124,6 +124,13 @@ def test_list_detector_gives_every_parameter_with_its_default_and_allowed_values
     assert "default 2; an integer >= 1" in params["same_error_limit"]
     assert "default []; a list of one of 'signature', 'drift'" in params["skip_layers"]
     assert "default \"model\"; one of 'model', 'static'" in params["semantic_vectors"]
+    # a parameter whose values are names gets what each name means, under its row
+    from detectors.progress_guard import RULES
+
+    rows = out.rsplit("\nParameters (", 1)[1].splitlines()
+    at = next(i for i, ln in enumerate(rows) if ln.split()[:1] == ["skip_rules"])
+    assert [ln.split(":")[0].strip() for ln in rows[at + 1:at + 1 + len(RULES)]] == list(RULES)
+    assert f"short_answer: {RULES['short_answer']}" in rows[at + 1 + list(RULES).index("short_answer")]
     # a detector named by module:Class
     assert "max_repeats_per_signature  default 1" in invoke("list", "detectors.exact:ExactDetector").output
 

@@ -1,0 +1,158 @@
+"""``progress_guard``'s ``skip_rules``: each rule, switched off, gives up exactly its own verdict.
+
+One small trace per rule (``RULES``): the verdict at its last check with every rule on,
+and the other verdict with that rule off. ``bench/bench_ablation.py --rules`` measures the
+same switches on the suites.
+"""
+import pytest
+
+from detectors.guard import LoopGuard
+from detectors.params import ParamError, check_params
+from detectors.progress_guard import RULES, ProgressGuard
+from detectors.protocol import Verdict
+
+ALLOW, NUDGE = Verdict.ALLOW, Verdict.NUDGE
+
+
+def transient_retry(g: LoopGuard) -> Verdict:
+    g.record("http_get", {"url": "https://api/x"}, "Error: 503 Service Unavailable", error=True)
+    return g.check("http_get", {"url": "https://api/x"}).verdict
+
+
+def unanswered_retry(g: LoopGuard) -> Verdict:
+    g.record("WebSurfer", {"instruction": "open the museum page"}, None)  # ran, no reply
+    return g.check("WebSurfer", {"instruction": "open the museum page"}).verdict
+
+
+def failed_write(g: LoopGuard) -> Verdict:
+    g.record("get_order", {"order_id": "O1"}, '{"order_id": "O1", "status": "pending"}')
+    g.record("update_order", {"order_id": "O1", "status": "shipped"}, "Error: not allowed", error=True)
+    return g.check("get_order", {"order_id": "O1"}).verdict  # the refused write changed nothing
+
+
+def undo_once(g: LoopGuard) -> Verdict:
+    rec = '{"id": "R1", "seats": %d, "status": "active"}'
+    g.record("update_record", {"record_id": "R1", "value": 1}, rec % 1)
+    g.record("update_record", {"record_id": "R1", "value": 2}, rec % 2)
+    return g.check("update_record", {"record_id": "R1", "value": 1}).verdict  # back to 1, once
+
+
+def blind_trial(g: LoopGuard) -> Verdict:
+    test = {"command": "pytest -q tests"}
+    fail = "FAILED tests::test_0\n1 failed, 3 passed"
+    g.record("bash", test, fail, error=True)
+    g.record("bash", {"command": "sed -i 's/value=52624x/value=6/' src/a.py"}, "")
+    g.record("bash", test, fail, error=True)
+    g.record("bash", {"command": "sed -i 's/value=40335x/value=9/' src/a.py"}, "")
+    return g.check("bash", test).verdict
+
+
+def write_progress(g: LoopGuard) -> Verdict:
+    rec = '{"id": "R1", "bags": %d, "cabin": "basic"}'
+    g.record("get_record", {"record_id": "R1"}, rec % 2)
+    g.record("update_record", {"record_id": "R1", "field": "bags", "value": 0}, rec % 0)
+    g.record("get_record", {"record_id": "R1"}, rec % 0)
+    return g.check("update_record", {"record_id": "R1", "field": "bags", "value": 2}).verdict
+
+
+def code_cosmetic(g: LoopGuard) -> Verdict:
+    g.record("exec.python", {"code": "import math\nprint(round(math.pi * 2))"}, "exitcode: 0\nCode output: 6")
+    return g.check("exec.python", {"code": "# again\nimport math\n\nprint(round(math.pi * 2))"}).verdict
+
+
+def error_news(g: LoopGuard) -> Verdict:
+    # two tracebacks through the same calls (the first 200 characters, the streak's key, agree)
+    # that end in different exceptions: two errors, not one repeated
+    head = ('Traceback (most recent call last):\n  File "/app/run.py", line 41, in <module>\n    main()\n'
+            '  File "/app/run.py", line 37, in main\n    load(cfg)\n  File "/app/loader.py", line 12, in load\n'
+            '    return parse(open(path).read())\n')
+    for i, tail in enumerate(("KeyError: 'user_name'", "ValueError: bad port number")):
+        g.record("run_script", {"config": f"cfg{i}.toml"}, head + tail, error=True)
+    return g.check("run_script", {"config": "cfg9.toml"}).verdict
+
+
+def not_found_items(g: LoopGuard) -> Verdict:
+    for kw in ("alpha", "beta", "gamma", "zeta"):
+        g.record("search", {"query": f"{kw} star"}, f"Could not find [{kw} star]. Similar: ['Sirius', 'Vega']")
+    return g.check("search", {"query": "delta star"}).verdict  # three answers in a row listing nothing new
+
+
+def short_answer(g: LoopGuard) -> Verdict:
+    g.record("calculate", {"expression": "12 * 7"}, "84.0")
+    for expr, answer in (("84 + 16", "100.0"), ("100 / 4", "25.0"), ("25 * 3", "75.0")):
+        g.record("calculate", {"expression": expr}, answer)
+    return g.check("calculate", {"expression": "75 - 5"}).verdict
+
+
+def report_once(g: LoopGuard) -> Verdict:
+    page = "Here is a screenshot of [Museum](https://museum.org/). The viewport shows opening hours 9 to 5."
+    g.record("WebSurfer", {"instruction": "open the first result"}, f"I clicked 'result 1'.\n\n{page}")
+    g.record("open_result", {"n": 1}, page)  # what the reply already reported
+    # another number after a call that told nothing new would be drift
+    return g.check("open_result", {"n": 2}).verdict
+
+
+def cross_check(g: LoopGuard) -> Verdict:
+    out = "exitcode: 0 (execution succeeded)\nCode output: 1209"
+    for code in ("print(39 * 31)", "print(31 * 39)", "x = 31\nprint(x * 39)", "print(2418 / 2)"):
+        g.record("run_code", {"code": code}, out)
+    return g.check("run_code", {"code": "print(1209 * 1)"}).verdict
+
+
+def echo_mask(g: LoopGuard) -> Verdict:
+    g.record("get_index", {"id": "start"}, "records: alpha, beta")
+    for n in (101, 102, 103):
+        g.record("get_record", {"record_id": n}, f"no record {n}")
+    return g.check("get_record", {"record_id": 104}).verdict
+
+
+def paging_poll(g: LoopGuard) -> Verdict:
+    for part in ("intro text about alpha", "second part on beta"):
+        g.record("scroll_down", {}, f"viewport: {part}")
+    return g.check("scroll_down", {}).verdict
+
+
+#: rule -> (its case, the verdict with every rule on)
+CASES = {
+    "transient_retry": (transient_retry, ALLOW), "unanswered_retry": (unanswered_retry, ALLOW),
+    "failed_write": (failed_write, NUDGE), "undo_once": (undo_once, ALLOW), "blind_trial": (blind_trial, NUDGE),
+    "write_progress": (write_progress, ALLOW), "code_cosmetic": (code_cosmetic, NUDGE),
+    "error_news": (error_news, ALLOW), "not_found_items": (not_found_items, NUDGE),
+    "short_answer": (short_answer, ALLOW), "report_once": (report_once, ALLOW), "cross_check": (cross_check, ALLOW),
+    "echo_mask": (echo_mask, NUDGE), "paging_poll": (paging_poll, ALLOW),
+}
+
+
+def alarm(verdict: Verdict) -> bool:
+    return verdict is not ALLOW  # a nudge, or a stop where the case's earlier calls drew a strike
+
+
+def test_every_rule_has_a_case():
+    assert sorted(CASES) == sorted(RULES)
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_a_rule_switched_off_gives_up_its_verdict_and_no_other_rules(rule):
+    case, on = CASES[rule]
+    assert alarm(case(LoopGuard(semantic=False))) is alarm(on)
+    assert alarm(case(LoopGuard(semantic=False, skip_rules=[rule]))) is not alarm(on)
+    for other, (other_case, other_on) in CASES.items():
+        if other != rule:
+            assert alarm(other_case(LoopGuard(semantic=False, skip_rules=[rule]))) is alarm(other_on), other
+
+
+def test_a_rule_can_be_switched_off_for_one_tool():
+    overrides = {"http_get": {"skip_rules": ["transient_retry"]}}
+    assert transient_retry(LoopGuard(semantic=False, tool_overrides=overrides)) is NUDGE
+    assert unanswered_retry(LoopGuard(semantic=False, tool_overrides={"http_get": {"skip_rules": ["unanswered_retry"]}})) is ALLOW
+    # an override's empty list switches the rule back on for that tool
+    back = {"http_get": {"skip_rules": []}}
+    assert transient_retry(LoopGuard(semantic=False, skip_rules=["transient_retry"], tool_overrides=back)) is ALLOW
+
+
+def test_an_unknown_rule_is_refused_globally_and_per_tool():
+    with pytest.raises(ParamError, match="skip_rules"):
+        check_params(ProgressGuard, {"skip_rules": ["short_answers"]})
+    check_params(ProgressGuard, {"skip_rules": list(RULES)})
+    with pytest.raises(ValueError, match=r"tool 'search': skip_rules must name rules among .*'typo'"):
+        LoopGuard(semantic=False, tool_overrides={"search": {"skip_rules": ["typo"]}})
