@@ -60,9 +60,11 @@ def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, cv_params, as_json
         for n in summary["notes"]:
             click.echo(f"loopbench: note: {n}", err=True)
         if "transfer" in summary:
-            from sim.report.transfer import summary_text
+            from sim.report.transfer import heldout_text, summary_text
 
             click.echo(summary_text(summary["transfer"]))
+            if summary["transfer"].get("heldout"):
+                click.echo(heldout_text(summary["transfer"]["heldout"]))
         if crossval is not None:
             click.echo(cv_text(crossval))
         click.echo(f"Report: {summary['out']}/report.html ({len(summary['plots'])} plots, "

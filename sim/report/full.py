@@ -16,9 +16,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from sim.report.transfer import TRANSFER_COLUMNS, plot_transfer, run_scores, summary_text, transfer
+from sim.report.transfer import (HELDOUT_TRANSFER_COLUMNS, TRANSFER_COLUMNS, heldout_text, heldout_transfer,
+                                 plot_transfer, run_scores, summary_text, transfer)
 from sim.report.analysis import Analysis, analyse, load_runs
-from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, Grid, check_run, corpus_cv
+from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, CrossValError, Grid, check_run, corpus_cv
 from sim.report.deploy_view import (CLOSED_DEPLOY_COLUMNS, CORPUS_DEPLOY_COLUMNS, CURVE_COLUMNS as DEPLOY_CURVE_COLUMNS,
                                     DEPLOY_COLUMNS, DeployView, deploy_section, deploy_view, plot_operating_curve)
 from scenarios.files import atomic_write
@@ -333,8 +334,13 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     moved = None
     if transfer_run is not None:
         real_dir = Path(transfer_run)
-        rows, summary = transfer(run_scores(data.dirs[0]), run_scores(real_dir))
+        synthetic = run_scores(data.dirs[0])
+        rows, summary = transfer(synthetic, run_scores(real_dir))
         write_csv(out / "transfer.csv", rows, TRANSFER_COLUMNS)
+        held = _heldout_transfer(synthetic, real_dir, seed)
+        if held is not None:
+            write_csv(out / "transfer_cv.csv", held, HELDOUT_TRANSFER_COLUMNS)
+            summary["heldout"] = held
         moved = (real_dir, rows, summary)
     crossval = None
     if cv is not None:
@@ -372,6 +378,23 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     if crossval is not None:
         result["cv"] = crossval
     return result
+
+
+#: Bootstrap rounds of the leave-one-corpus-out pass behind the held-out transfer: it ranks point
+#: estimates only, which do not depend on the rounds.
+_TRANSFER_CV_ROUNDS = 20
+
+
+def _heldout_transfer(synthetic: Mapping[str, float], real_dir: Path, seed: int) -> list[dict[str, Any]] | None:
+    """The held-out transfer rows when the real run's families are corpora; None otherwise (a
+    run of one corpus, a synthetic run, a run without per-episode outcomes)."""
+    try:
+        real = load_runs([real_dir])
+        check_run(real)
+    except CrossValError:
+        return None
+    cv = corpus_cv(real, rounds=_TRANSFER_CV_ROUNDS, seed=seed)
+    return heldout_transfer(synthetic, cv.rows, cv.corpora)
 
 
 def _cv_section(doc: Doc, cv: CrossVal) -> None:
@@ -423,6 +446,20 @@ def _transfer_section(doc: Doc, an: Analysis, moved, out: Path, log: Callable[[s
               [[f"`{r['detector']}`", number_text(r["synthetic_score"]), str(r["synthetic_rank"]),
                 number_text(r["real_score"]), str(r["real_rank"]), f"{r['rank_change']:+d}",
                 f"{r['score_change']:+.1f}"] for r in rows])
+    held = summary.get("heldout")
+    if held:
+        def tau(v) -> str:
+            return "–" if v is None else f"{v:.2f}"
+
+        doc.p(heldout_text(held) + " The real ranking here is leave-one-corpus-out's (`cv.csv` of `loopbench "
+              "report REAL --cv corpus`): held out, each detector's threshold is chosen on the other corpora and "
+              "scored on the held-out one; in-sample chooses it on all corpora; as run keeps the threshold the run "
+              "used. A detector without a threshold scores the same all three ways.")
+        doc.table(["real corpus", "detectors", "τ-b as run", "τ-b in-sample", "τ-b held out", "real top as run",
+                   "real top in-sample", "real top held out", "synthetic top's rank held out"],
+                  [[f"`{r['corpus']}`", str(r["detectors"]), tau(r["tau_as_run"]), tau(r["tau_in_sample"]),
+                    tau(r["tau_heldout"]), f"`{r['top_as_run']}`", f"`{r['top_in_sample']}`", f"`{r['top_heldout']}`",
+                    str(r["synthetic_top_rank_heldout"])] for r in held])
     if summary["only_synthetic"] or summary["only_real"]:
         doc.p("Not compared (scored in one run only): " + ", ".join(
             [f"`{d}` (synthetic)" for d in summary["only_synthetic"]] + [f"`{d}` (real)" for d in summary["only_real"]]) + ".")

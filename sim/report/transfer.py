@@ -4,6 +4,12 @@ Given a synthetic run and a real one (labelled real traces, e.g. ``--suite real-
 rankings by the standard composite score side by side, Kendall's τ-b between them, where each
 run's top pick lands in the other, and per-detector deltas. Only detectors scored in both runs
 are compared.
+
+When the real run's families are corpora (``real-dev``), :func:`heldout_transfer` also ranks
+the real side as leave-one-corpus-out scores it (:mod:`sim.report.crossval`: each detector's
+threshold chosen on the other corpora): τ-b against the synthetic ranking pooled and corpus by
+corpus, in-sample and held out side by side — how far the suite's verdict holds on a corpus
+nobody tuned on.
 """
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ import pandas as pd
 
 from sim.numbers import as_float
 
+HELDOUT_TRANSFER_COLUMNS = ["corpus", "detectors", "tau_as_run", "tau_in_sample", "tau_heldout", "top_as_run",
+                            "top_in_sample", "top_heldout", "synthetic_top", "synthetic_top_rank_heldout"]
 TRANSFER_COLUMNS = ["detector", "synthetic_score", "synthetic_rank", "real_score", "real_rank", "rank_change",
                     "score_change"]
 SCORE = "score_standard"
@@ -82,6 +90,45 @@ def transfer(synthetic: Mapping[str, float], real: Mapping[str, float]) -> tuple
                "same_top": top_s is not None and rr.get(top_s) == 1,
                "only_synthetic": sorted(set(synthetic) - set(real)), "only_real": sorted(set(real) - set(synthetic))}
     return rows, summary
+
+
+def heldout_transfer(synthetic: Mapping[str, float], cv_rows: Sequence[Mapping[str, Any]],
+                     corpora: Sequence[str]) -> list[dict[str, Any]]:
+    """Per corpus and pooled (``"pooled"``, last): τ-b of the synthetic ranking against the real
+    one as run (the thresholds the run used), in-sample and held out, the real top pick each way,
+    and where the synthetic top pick ranks held out.
+
+    ``cv_rows``: the rows of a :class:`sim.report.crossval.CrossVal` on the real run (its
+    ``score_standard`` point estimates are ranked; intervals are not used).
+    """
+    out = []
+    for corpus in [*corpora, "pooled"]:
+        cols = {}
+        for side in ("as_run", "in_sample", "heldout"):
+            real = {r["detector"]: float(r[side]) for r in cv_rows
+                    if r["corpus"] == corpus and r["metric"] == "score_standard" and r[side] is not None}
+            cols[side] = transfer(synthetic, real)[1]
+        ho = cols["heldout"]
+        out.append({"corpus": corpus, "detectors": ho["detectors"], "tau_as_run": cols["as_run"]["kendall_tau"],
+                    "tau_in_sample": cols["in_sample"]["kendall_tau"], "tau_heldout": ho["kendall_tau"],
+                    "top_as_run": cols["as_run"]["top_real"], "top_in_sample": cols["in_sample"]["top_real"],
+                    "top_heldout": ho["top_real"], "synthetic_top": ho["top_synthetic"],
+                    "synthetic_top_rank_heldout": ho["top_synthetic_real_rank"]})
+    return out
+
+
+def heldout_text(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One line: τ-b held out (as run and in-sample beside it), pooled first, then corpus by corpus."""
+    def tau(v) -> str:
+        return "–" if v is None else f"{v:.2f}"
+
+    pooled = rows[-1]
+    per = "; ".join(f"{r['corpus']} {tau(r['tau_heldout'])} ({tau(r['tau_as_run'])}, {tau(r['tau_in_sample'])})"
+                    for r in rows[:-1])
+    return (f"Held out (leave-one-corpus-out, thresholds chosen on the other corpora): Kendall τ-b pooled "
+            f"{tau(pooled['tau_heldout'])} (as run {tau(pooled['tau_as_run'])}, thresholds chosen on all corpora "
+            f"{tau(pooled['tau_in_sample'])}); the synthetic pick `{pooled['synthetic_top']}` is "
+            f"#{pooled['synthetic_top_rank_heldout']} held out. Per corpus, held out (as run, in-sample): {per}.")
 
 
 def summary_text(summary: Mapping[str, Any]) -> str:

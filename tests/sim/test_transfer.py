@@ -42,17 +42,26 @@ def test_ranks_share_ties_and_transfer_summarises():
     assert next(r for r in rows if r["detector"] == "a")["rank_change"] == 1
 
 
-def test_report_with_transfer_writes_table_section_and_plot(tmp_path):
+DETS = "exact,normalized,no_progress,cline"
+
+
+def _report_with_transfer(tmp_path, synth: list[str], real: list[str]):
+    """Run the two suites (open loop, the four detectors), then report the first with --transfer the second."""
     runner = CliRunner()
-    dets = "exact,normalized,no_progress,cline"
-    for name, seed in (("synth", "1"), ("real", "2")):
-        r = runner.invoke(main, ["run", "--suite", "quick", "--episodes", "3", "--mode", "open", "--seed", seed,
-                                 "--detectors", dets, "--out", str(tmp_path / name), "--no-progress"],
-                          catch_exceptions=False)
+    for name, args in (("synth", synth), ("real", real)):
+        r = runner.invoke(main, ["run", *args, "--mode", "open", "--detectors", DETS, "--out", str(tmp_path / name),
+                                 "--no-progress"], catch_exceptions=False)
         assert r.exit_code == 0, r.output
     r = runner.invoke(main, ["report", str(tmp_path / "synth"), "--transfer", str(tmp_path / "real"), "--rounds", "20"],
                       catch_exceptions=False)
     assert r.exit_code == 0, r.output
+    return r
+
+
+def test_report_with_transfer_writes_table_section_and_plot(tmp_path):
+    dets = DETS
+    r = _report_with_transfer(tmp_path, ["--suite", "quick", "--episodes", "3", "--seed", "1"],
+                              ["--suite", "quick", "--episodes", "3", "--seed", "2"])
     assert "Kendall τ-b" in r.output
     rows = list(csv.DictReader(open(tmp_path / "synth" / "transfer.csv", encoding="utf-8")))
     assert sorted(r["detector"] for r in rows) == sorted(dets.split(","))
@@ -61,3 +70,50 @@ def test_report_with_transfer_writes_table_section_and_plot(tmp_path):
     assert "## Transfer: synthetic `quick` against real `quick`" in report
     assert (tmp_path / "synth" / "plots" / "transfer.png").stat().st_size > 1000
     assert set(itertools.chain.from_iterable(r.keys() for r in rows)) >= {"rank_change", "score_change"}
+    # a synthetic "real" run has no corpora to hold out: no held-out transfer, no error
+    assert not (tmp_path / "synth" / "transfer_cv.csv").exists() and "Held out" not in report
+
+
+def _cv_rows(scores: dict) -> list[dict]:
+    """CrossVal rows (score_standard only) from {corpus: {detector: (in_sample, heldout)}}; as run =
+    in-sample, except where a detector's threshold as run is worse (``"c"`` on ``tau``)."""
+    return [{"detector": d, "corpus": c, "metric": "score_standard", "in_sample": ins, "heldout": ho,
+             "as_run": 99 if (c, d) == ("tau", "c") else ins}
+            for c, by_det in scores.items() for d, (ins, ho) in by_det.items()]
+
+
+def test_heldout_transfer_ranks_the_real_side_in_sample_and_held_out_per_corpus():
+    from sim.report.transfer import heldout_text, heldout_transfer
+
+    synthetic = {"a": 90.0, "b": 50.0, "c": 10.0}
+    rows = heldout_transfer(synthetic, _cv_rows({
+        "tau": {"a": (80, 80), "b": (60, 60), "c": (5, 5)},      # the same order both ways
+        "web": {"a": (70, 20), "b": (50, 50), "c": (10, 10)},    # a's threshold chosen elsewhere fails here
+        "pooled": {"a": (75, 40), "b": (55, 55), "c": (8, 8)},
+    }), ["tau", "web"])
+    assert [r["corpus"] for r in rows] == ["tau", "web", "pooled"]
+    by = {r["corpus"]: r for r in rows}
+    assert by["tau"]["tau_in_sample"] == by["tau"]["tau_heldout"] == 1.0
+    assert by["tau"]["tau_as_run"] == pytest.approx(-1 / 3) and by["tau"]["top_as_run"] == "c"
+    assert by["web"]["tau_in_sample"] == 1.0 and by["web"]["tau_heldout"] == pytest.approx(1 / 3)
+    assert by["pooled"]["top_in_sample"] == "a" and by["pooled"]["top_heldout"] == "b"
+    assert by["pooled"]["synthetic_top"] == "a" and by["pooled"]["synthetic_top_rank_heldout"] == 2
+    text = heldout_text(rows)
+    assert "pooled 0.33 (as run 1.00, thresholds chosen on all corpora 1.00)" in text
+    assert "`a` is #2 held out" in text and "web 0.33 (1.00, 1.00)" in text and "tau 1.00 (-0.33, 1.00)" in text
+
+
+def test_report_transfer_against_a_real_run_adds_the_held_out_ranking(tmp_path):
+    # real-dev's shipped traces (τ-bench, ReAct): two corpora to hold out one at a time
+    r = _report_with_transfer(tmp_path, ["--suite", "quick", "--episodes", "3", "--no-report"],
+                              ["--suite", "real-dev", "--no-report"])
+    assert "Held out (leave-one-corpus-out" in r.output
+    rows = list(csv.DictReader(open(tmp_path / "synth" / "transfer_cv.csv", encoding="utf-8")))
+    assert [r["corpus"] for r in rows] == ["react_hotpotqa", "tau_bench_airline", "pooled"]
+    assert all(int(r["detectors"]) == 4 for r in rows)
+    assert all(-1 <= float(r["tau_heldout"]) <= 1 for r in rows if r["tau_heldout"])
+    report = (tmp_path / "synth" / "report.md").read_text(encoding="utf-8")
+    assert "| real corpus | detectors | τ-b as run | τ-b in-sample | τ-b held out |" in report
+    # as run, pooled, is the transfer line's τ-b over the same detectors
+    pooled = rows[-1]
+    assert f"over 4 detectors: {float(pooled['tau_as_run']):.2f}" in r.output
