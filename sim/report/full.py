@@ -337,7 +337,7 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         synthetic = run_scores(data.dirs[0])
         rows, summary = transfer(synthetic, run_scores(real_dir))
         write_csv(out / "transfer.csv", rows, TRANSFER_COLUMNS)
-        held = _heldout_transfer(synthetic, real_dir, seed)
+        held = _heldout_transfer(synthetic, _calibrated_heldout(an, synthetic), real_dir, seed)
         if held is not None:
             write_csv(out / "transfer_cv.csv", held, HELDOUT_TRANSFER_COLUMNS)
             summary["heldout"] = held
@@ -385,7 +385,18 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
 _TRANSFER_CV_ROUNDS = 20
 
 
-def _heldout_transfer(synthetic: Mapping[str, float], real_dir: Path, seed: int) -> list[dict[str, Any]] | None:
+def _calibrated_heldout(an: Analysis, as_run: Mapping[str, float]) -> dict[str, float]:
+    """The run's scores with each detector's threshold chosen leave-one-family-out (its
+    ``calibrated_heldout`` row); as run for a detector without a threshold."""
+    out = dict(as_run)
+    for r in an.thresholds:
+        if r["kind"] == "calibrated_heldout" and r["detector"] in out and r["score_standard"] is not None:
+            out[r["detector"]] = float(r["score_standard"])
+    return out
+
+
+def _heldout_transfer(synthetic: Mapping[str, float], synthetic_heldout: Mapping[str, float], real_dir: Path,
+                      seed: int) -> list[dict[str, Any]] | None:
     """The held-out transfer rows when the real run's families are corpora; None otherwise (a
     run of one corpus, a synthetic run, a run without per-episode outcomes)."""
     try:
@@ -394,7 +405,7 @@ def _heldout_transfer(synthetic: Mapping[str, float], real_dir: Path, seed: int)
     except CrossValError:
         return None
     cv = corpus_cv(real, rounds=_TRANSFER_CV_ROUNDS, seed=seed)
-    return heldout_transfer(synthetic, cv.rows, cv.corpora)
+    return heldout_transfer(synthetic, cv.rows, cv.corpora, synthetic_heldout)
 
 
 def _cv_section(doc: Doc, cv: CrossVal) -> None:
@@ -454,11 +465,13 @@ def _transfer_section(doc: Doc, an: Analysis, moved, out: Path, log: Callable[[s
         doc.p(heldout_text(held) + " The real ranking here is leave-one-corpus-out's (`cv.csv` of `loopbench "
               "report REAL --cv corpus`): held out, each detector's threshold is chosen on the other corpora and "
               "scored on the held-out one; in-sample chooses it on all corpora; as run keeps the threshold the run "
-              "used. A detector without a threshold scores the same all three ways.")
-        doc.table(["real corpus", "detectors", "τ-b as run", "τ-b in-sample", "τ-b held out", "real top as run",
-                   "real top in-sample", "real top held out", "synthetic top's rank held out"],
+              "used; both held out also ranks the synthetic side with each threshold chosen leave-one-family-out "
+              "(its `calibrated_heldout` row), so neither side is tuned on what it scores. A detector without a "
+              "threshold scores the same every way.")
+        doc.table(["real corpus", "detectors", "τ-b as run", "τ-b in-sample", "τ-b held out", "τ-b both held out",
+                   "real top as run", "real top in-sample", "real top held out", "synthetic top's rank held out"],
                   [[f"`{r['corpus']}`", str(r["detectors"]), tau(r["tau_as_run"]), tau(r["tau_in_sample"]),
-                    tau(r["tau_heldout"]), f"`{r['top_as_run']}`", f"`{r['top_in_sample']}`", f"`{r['top_heldout']}`",
+                    tau(r["tau_heldout"]), tau(r["tau_both_heldout"]), f"`{r['top_as_run']}`", f"`{r['top_in_sample']}`", f"`{r['top_heldout']}`",
                     str(r["synthetic_top_rank_heldout"])] for r in held])
     if summary["only_synthetic"] or summary["only_real"]:
         doc.p("Not compared (scored in one run only): " + ", ".join(

@@ -20,8 +20,8 @@ import pandas as pd
 
 from sim.numbers import as_float
 
-HELDOUT_TRANSFER_COLUMNS = ["corpus", "detectors", "tau_as_run", "tau_in_sample", "tau_heldout", "top_as_run",
-                            "top_in_sample", "top_heldout", "synthetic_top", "synthetic_top_rank_heldout"]
+HELDOUT_TRANSFER_COLUMNS = ["corpus", "detectors", "tau_as_run", "tau_in_sample", "tau_heldout", "tau_both_heldout",
+                            "top_as_run", "top_in_sample", "top_heldout", "synthetic_top", "synthetic_top_rank_heldout"]
 TRANSFER_COLUMNS = ["detector", "synthetic_score", "synthetic_rank", "real_score", "real_rank", "rank_change",
                     "score_change"]
 SCORE = "score_standard"
@@ -93,28 +93,37 @@ def transfer(synthetic: Mapping[str, float], real: Mapping[str, float]) -> tuple
 
 
 def heldout_transfer(synthetic: Mapping[str, float], cv_rows: Sequence[Mapping[str, Any]],
-                     corpora: Sequence[str]) -> list[dict[str, Any]]:
+                     corpora: Sequence[str], synthetic_heldout: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """Per corpus and pooled (``"pooled"``, last): τ-b of the synthetic ranking against the real
     one as run (the thresholds the run used), in-sample and held out, the real top pick each way,
     and where the synthetic top pick ranks held out.
 
     ``cv_rows``: the rows of a :class:`sim.report.crossval.CrossVal` on the real run (its
     ``score_standard`` point estimates are ranked; intervals are not used).
+    ``synthetic_heldout``: the synthetic run's scores with each threshold chosen without the
+    family scored (the report's ``calibrated_heldout``; as run for a detector without one):
+    ``tau_both_heldout`` ranks both sides held out, neither tuned on what it scores.
     """
     out = []
     for corpus in [*corpora, "pooled"]:
         cols = {}
         for side in ("as_run", "in_sample", "heldout"):
-            real = {r["detector"]: float(r[side]) for r in cv_rows
-                    if r["corpus"] == corpus and r["metric"] == "score_standard" and r[side] is not None}
-            cols[side] = transfer(synthetic, real)[1]
+            cols[side] = transfer(synthetic, _side(cv_rows, corpus, side))[1]
         ho = cols["heldout"]
+        both = transfer(synthetic_heldout, _side(cv_rows, corpus, "heldout"))[1] if synthetic_heldout is not None else None
         out.append({"corpus": corpus, "detectors": ho["detectors"], "tau_as_run": cols["as_run"]["kendall_tau"],
                     "tau_in_sample": cols["in_sample"]["kendall_tau"], "tau_heldout": ho["kendall_tau"],
+                    "tau_both_heldout": both["kendall_tau"] if both is not None else None,
                     "top_as_run": cols["as_run"]["top_real"], "top_in_sample": cols["in_sample"]["top_real"],
                     "top_heldout": ho["top_real"], "synthetic_top": ho["top_synthetic"],
                     "synthetic_top_rank_heldout": ho["top_synthetic_real_rank"]})
     return out
+
+
+def _side(cv_rows: Sequence[Mapping[str, Any]], corpus: str, side: str) -> dict[str, float]:
+    """Detector -> its standard score on ``corpus`` in one column of the LOCO rows."""
+    return {r["detector"]: float(r[side]) for r in cv_rows
+            if r["corpus"] == corpus and r["metric"] == "score_standard" and r[side] is not None}
 
 
 def heldout_text(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -125,9 +134,11 @@ def heldout_text(rows: Sequence[Mapping[str, Any]]) -> str:
     pooled = rows[-1]
     per = "; ".join(f"{r['corpus']} {tau(r['tau_heldout'])} ({tau(r['tau_as_run'])}, {tau(r['tau_in_sample'])})"
                     for r in rows[:-1])
+    both = ("" if pooled.get("tau_both_heldout") is None else
+            f"; both sides held out, the synthetic one leave-one-family-out, {tau(pooled['tau_both_heldout'])}")
     return (f"Held out (leave-one-corpus-out, thresholds chosen on the other corpora): Kendall τ-b pooled "
             f"{tau(pooled['tau_heldout'])} (as run {tau(pooled['tau_as_run'])}, thresholds chosen on all corpora "
-            f"{tau(pooled['tau_in_sample'])}); the synthetic pick `{pooled['synthetic_top']}` is "
+            f"{tau(pooled['tau_in_sample'])}{both}); the synthetic pick `{pooled['synthetic_top']}` is "
             f"#{pooled['synthetic_top_rank_heldout']} held out. Per corpus, held out (as run, in-sample): {per}.")
 
 

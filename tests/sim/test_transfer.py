@@ -90,7 +90,7 @@ def test_heldout_transfer_ranks_the_real_side_in_sample_and_held_out_per_corpus(
         "tau": {"a": (80, 80), "b": (60, 60), "c": (5, 5)},      # the same order both ways
         "web": {"a": (70, 20), "b": (50, 50), "c": (10, 10)},    # a's threshold chosen elsewhere fails here
         "pooled": {"a": (75, 40), "b": (55, 55), "c": (8, 8)},
-    }), ["tau", "web"])
+    }), ["tau", "web"], synthetic_heldout={"a": 30.0, "b": 50.0, "c": 10.0})
     assert [r["corpus"] for r in rows] == ["tau", "web", "pooled"]
     by = {r["corpus"]: r for r in rows}
     assert by["tau"]["tau_in_sample"] == by["tau"]["tau_heldout"] == 1.0
@@ -98,8 +98,11 @@ def test_heldout_transfer_ranks_the_real_side_in_sample_and_held_out_per_corpus(
     assert by["web"]["tau_in_sample"] == 1.0 and by["web"]["tau_heldout"] == pytest.approx(1 / 3)
     assert by["pooled"]["top_in_sample"] == "a" and by["pooled"]["top_heldout"] == "b"
     assert by["pooled"]["synthetic_top"] == "a" and by["pooled"]["synthetic_top_rank_heldout"] == 2
+    # a's threshold chosen without the family scored fails on the synthetic side too: both held out agree
+    assert by["pooled"]["tau_both_heldout"] == 1.0 and by["tau"]["tau_both_heldout"] == pytest.approx(1 / 3)
     text = heldout_text(rows)
-    assert "pooled 0.33 (as run 1.00, thresholds chosen on all corpora 1.00)" in text
+    assert "pooled 0.33 (as run 1.00, thresholds chosen on all corpora 1.00; both sides held out, " \
+           "the synthetic one leave-one-family-out, 1.00)" in text
     assert "`a` is #2 held out" in text and "web 0.33 (1.00, 1.00)" in text and "tau 1.00 (-0.33, 1.00)" in text
 
 
@@ -113,7 +116,8 @@ def test_report_transfer_against_a_real_run_adds_the_held_out_ranking(tmp_path):
     assert all(int(r["detectors"]) == 4 for r in rows)
     assert all(-1 <= float(r["tau_heldout"]) <= 1 for r in rows if r["tau_heldout"])
     report = (tmp_path / "synth" / "report.md").read_text(encoding="utf-8")
-    assert "| real corpus | detectors | τ-b as run | τ-b in-sample | τ-b held out |" in report
+    assert "| real corpus | detectors | τ-b as run | τ-b in-sample | τ-b held out | τ-b both held out |" in report
+    assert all(r["tau_both_heldout"] for r in rows)
     # as run, pooled, is the transfer line's τ-b over the same detectors
     pooled = rows[-1]
     assert f"over 4 detectors: {float(pooled['tau_as_run']):.2f}" in r.output
