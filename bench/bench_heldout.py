@@ -9,11 +9,16 @@ both label sets; and what halting at the first alarm, and the guard as configure
 runs (successful runs stopped, failed-run calls saved). ``--targets`` checks the held-out
 figures against issue 38's bar for the recommended guard. ``--config`` / ``--param`` apply to
 both runs: a halt level picked on dev (``loopbench tune --objective deploy``) is judged here on
-the held-out labels, in successful runs stopped and failed-run calls saved.
+the held-out labels, in successful runs stopped and failed-run calls saved. ``--transfer
+SYNTHETIC_RUN`` (a run of the default suite) adds how far its ranking of the detectors holds on
+each label set (``loopbench report SYNTHETIC_RUN --transfer``): Kendall's τ-b pooled and per
+corpus, as run and leave-one-corpus-out, dev beside held-out; without ``--detectors`` the real
+runs then score every registered detector.
 
     python bench/bench_heldout.py --labels HELDOUT.json [--corpus DIR] [--detectors a,b]
                                   [--pair progress_guard,exact] [--rounds 1000] [--out DIR]
                                   [--targets] [--config FILE] [--param DET.P=V ...]
+                                  [--transfer SYNTHETIC_RUN]
 """
 from __future__ import annotations
 
@@ -26,12 +31,16 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_loco import default_corpus  # noqa: E402  (where the corpora sit beside a checkout)
+from sim.report.transfer import transfer  # noqa: E402
 
 #: Issue 38's bar for the recommended guard on held-out traces.
 TARGETS = {"recall": (">=", 0.85), "early_rate": ("<=", 0.03), "false_alarm_rate": ("<=", 0.01)}
+#: ... and for the synthetic suite's ranking of the detectors there (with the same top pick).
+TRANSFER_TARGET = 0.8
 
 
 def _loopbench(args: list[str]) -> None:
@@ -42,11 +51,14 @@ def _loopbench(args: list[str]) -> None:
         sys.exit(f"bench_heldout: loopbench {args[0]} failed: {done.stderr.strip().splitlines()[-1]}")
 
 
-def run_and_report(out: Path, corpus: Path, detectors: str, rounds: int, labels: Path | None,
+def run_and_report(out: Path, corpus: Path, detectors: str | None, rounds: int, labels: Path | None,
                    extra: tuple[str, ...] | list[str] = ()) -> Path:
+    """Run real-dev (with ``labels`` in place of the shipped ones) and report it; ``detectors``
+    None scores every registered detector."""
     t0 = time.perf_counter()
-    _loopbench(["run", "--suite", "real-dev", "--corpus", str(corpus), "--detectors", detectors, "--out", str(out),
-                "--no-progress", "--no-report", "--force", *extra] + (["--labels", str(labels)] if labels else []))
+    _loopbench(["run", "--suite", "real-dev", "--corpus", str(corpus), "--out", str(out), "--no-progress",
+                "--no-report", "--force", *extra] + (["--detectors", detectors] if detectors else [])
+               + (["--labels", str(labels)] if labels else []))
     _loopbench(["report", str(out), "--rounds", str(rounds)])
     print(f"  {time.perf_counter() - t0:.1f} s", flush=True)
     return out
@@ -184,11 +196,66 @@ def target_lines(held: dict, guard: str, reference: str) -> list[str]:
     return lines
 
 
+def transfer_rows(synthetic: Path, real: Path, out: Path) -> dict[str, dict]:
+    """How far the synthetic run's ranking holds on the real run, by corpus and pooled: τ-b as run
+    (each run's ``metrics.csv``) and, where the real run has two corpora or more, leave-one-corpus-out
+    (``loopbench report SYNTHETIC --transfer REAL`` into ``out``: its ``transfer_cv.csv``)."""
+    def scores(run: Path, family: str) -> dict[str, float]:
+        return {r["detector"]: float(r["score_standard"]) for r in _rows(run / "metrics.csv")
+                if r["family"] == family and _num(r["score_standard"]) is not None}
+
+    syn = scores(synthetic, "all")
+    families = sorted({r["family"] for r in _rows(real / "metrics.csv")} - {"all"})
+    rows: dict[str, dict] = {}
+    for corpus, family in [(f, f) for f in families] + [("pooled", "all")]:
+        _, summary = transfer(syn, scores(real, family))
+        rows[corpus] = {"tau_as_run": summary["kendall_tau"], "top_as_run": summary["top_real"],
+                        "synthetic_top": summary["top_synthetic"]}
+    _loopbench(["report", str(synthetic), "--transfer", str(real), "--out", str(out), "--rounds", "20"])
+    if (out / "transfer_cv.csv").is_file():
+        for r in _rows(out / "transfer_cv.csv"):
+            rows.setdefault(r["corpus"], {}).update(tau_heldout=_num(r["tau_heldout"]),
+                                                    tau_both_heldout=_num(r["tau_both_heldout"]))
+    return rows
+
+
+def transfer_lines(dev: dict[str, dict[str, str]], held: dict[str, dict[str, str]]) -> list[str]:
+    """Kendall τ-b of the synthetic ranking against each label set's, dev beside held-out."""
+    def tau(rows: dict, corpus: str, col: str) -> str:
+        v = rows.get(corpus, {}).get(col)
+        return "–" if v is None else f"{v:.2f}"
+
+    cols = (("tau_as_run", "as run"), ("tau_heldout", "LOCO"), ("tau_both_heldout", "both held out"))
+    out = ["Transfer: Kendall τ-b between the synthetic run's ranking and the real one (as run: the thresholds the "
+           "runs used; LOCO: each threshold chosen on the other corpora; both held out: the synthetic side at its "
+           "leave-one-family-out thresholds too; LOCO needs two corpora or more):", "",
+           "| corpus | " + " | ".join(f"{name} dev | held-out" for _, name in cols) + " | real top (as run) dev | held-out |",
+           "|---" * (2 * len(cols) + 3) + "|"]
+    corpora = sorted(set(dev) | set(held), key=lambda c: (c == "pooled", c))
+    for c in corpora:
+        cells = [f"{tau(dev, c, col)} | {tau(held, c, col)}" for col, _ in cols]
+        tops = [rows.get(c, {}).get("top_as_run") or "–" for rows in (dev, held)]
+        out.append(f"| {c} | " + " | ".join(cells) + f" | {tops[0]} | {tops[1]} |")
+    return out
+
+
+def transfer_target(held: dict[str, dict[str, str]]) -> str:
+    """Issue 38's transfer bar on the held-out labels: τ-b as run, pooled, and the same top pick."""
+    pooled = held.get("pooled", {})
+    v = pooled.get("tau_as_run")
+    same = pooled.get("top_as_run") == pooled.get("synthetic_top")
+    ok = v is not None and v >= TRANSFER_TARGET and same
+    return (f"- Kendall τ-b {'–' if v is None else f'{v:.2f}'} >= {TRANSFER_TARGET} with the same top pick "
+            f"(synthetic `{pooled.get('synthetic_top')}`, held-out `{pooled.get('top_as_run')}`): "
+            f"{'met' if ok else 'NOT met'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labels", type=Path, required=True, help="The labels to hold out (the schema of dev.json).")
     ap.add_argument("--corpus", type=Path, default=None, help="Local copy of the corpora. [default: ../shared]")
-    ap.add_argument("--detectors", default="progress_guard,exact")
+    ap.add_argument("--detectors", default=None,
+                    help="[default: progress_guard,exact; with --transfer, every registered detector]")
     ap.add_argument("--pair", default="progress_guard,exact", help="A,B: paired bootstrap of A − B on both label sets.")
     ap.add_argument("--rounds", type=int, default=1000, help="Bootstrap rounds of the reports.")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-heldout"), help="Where the two runs go (dev/, heldout/).")
@@ -196,7 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", type=Path, default=None, help="A TOML configuration for both runs (e.g. the file "
                                                               "`loopbench tune --objective deploy` wrote on dev).")
     ap.add_argument("--param", action="append", default=[], help="DETECTOR.PARAM=VALUE for both runs (repeatable).")
+    ap.add_argument("--transfer", type=Path, default=None, help="A synthetic run (the default suite): how far its "
+                                                               "ranking of the detectors holds on each label set.")
     args = ap.parse_args(argv)
+    if args.transfer is not None and not (args.transfer / "metrics.csv").is_file():
+        ap.error(f"--transfer: {args.transfer}: not a run folder (no metrics.csv)")
+    detectors = args.detectors or (None if args.transfer is not None else "progress_guard,exact")
     corpus = args.corpus or default_corpus()
     if not corpus.is_dir():
         ap.error(f"--corpus: {corpus}: no corpora there")
@@ -210,16 +282,24 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--config: {args.config}: no such file")
     extra = (["--config", str(args.config.resolve())] if args.config else []) + [a for p in args.param
                                                                                  for a in ("--param", p)]
-    dev = figures(run_and_report(out / "dev", corpus, args.detectors, args.rounds, None, extra))
-    held = figures(run_and_report(out / "heldout", corpus, args.detectors, args.rounds, args.labels.resolve(), extra))
+    dev = figures(run_and_report(out / "dev", corpus, detectors, args.rounds, None, extra))
+    held = figures(run_and_report(out / "heldout", corpus, detectors, args.rounds, args.labels.resolve(), extra))
     lines = [f"dev: the shipped real-dev labels; held-out: {args.labels}"]
     for name, fig in (("dev", dev), ("held-out", held)):
         if fig["problems"]:
             lines.append(f"{name}: {len(fig['problems'])} labels not used (their traces are missing or convert to other "
                          f"calls; label_problems in {fig['run'] / 'manifest.json'}), e.g. {fig['problems'][0]}")
     lines += [""] + tables(dev, held, pair)
+    moved = None
+    if args.transfer is not None:
+        synthetic = args.transfer.resolve()
+        moved = (transfer_rows(synthetic, out / "dev", out / "transfer-dev"),
+                 transfer_rows(synthetic, out / "heldout", out / "transfer-heldout"))
+        lines += [""] + transfer_lines(*moved)
     if args.targets:
         lines += [""] + target_lines(held, pair[0], pair[1])
+        if moved is not None:
+            lines.append(transfer_target(moved[1]))
     print("\n".join(lines))
     return 0
 

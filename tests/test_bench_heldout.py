@@ -36,3 +36,41 @@ def test_dev_and_heldout_side_by_side_with_the_targets(tmp_path, capsys):
     # the dev labels of Who&When have no traces in this corpus folder: said, not hidden
     assert "dev: 93 labels not used" in out
     assert not any(line.startswith("held-out:") for line in out.splitlines())
+
+
+def test_transfer_of_a_synthetic_ranking_dev_beside_held_out(tmp_path, capsys):
+    from click.testing import CliRunner
+
+    from sim.cli import main
+
+    dets = "exact,progress_guard,no_progress"
+    r = CliRunner().invoke(main, ["run", "--suite", "quick", "--episodes", "3", "--mode", "open", "--detectors", dets,
+                                  "--out", str(tmp_path / "synthetic"), "--no-progress", "--no-report"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    corpus = tmp_path / "corpus" / "tau-bench-airline-gpt4o"
+    corpus.mkdir(parents=True)
+    (corpus / "gpt-4o-airline.json").write_bytes((EXAMPLES / "tau_bench_sample.json").read_bytes())
+    assert load_bench("bench_heldout").main([
+        "--labels", str(EXAMPLES / "tau_bench_sample_labels.json"), "--corpus", str(tmp_path / "corpus"),
+        "--detectors", dets, "--rounds", "20", "--out", str(tmp_path / "runs"), "--targets",
+        "--transfer", str(tmp_path / "synthetic")]) == 0
+    out = capsys.readouterr().out
+    table = {line.strip("|").split("|")[0].strip(): [c.strip() for c in line.strip("|").split("|")]
+             for line in out.split("Transfer: Kendall τ-b")[1].splitlines() if line.startswith("| ")}
+    # dev: τ-bench and ReAct (two corpora: leave-one-corpus-out too); held-out: τ-bench's sample only
+    assert list(table)[1:] == ["react_hotpotqa", "tau_bench_airline", "pooled"]
+    pooled = table["pooled"]
+    assert all(c == "–" or -1 <= float(c) <= 1 for c in pooled[1:7])
+    assert pooled[3] != "–" and pooled[4] == "–"  # LOCO on dev; none on one held-out corpus
+    assert table["react_hotpotqa"][2] == "–"  # no ReAct traces in the held-out labels
+    assert "- Kendall τ-b " in out and ">= 0.8 with the same top pick (synthetic `" in out
+
+
+def test_transfer_needs_a_run_folder(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        load_bench("bench_heldout").main(["--labels", str(EXAMPLES / "tau_bench_sample_labels.json"),
+                                          "--transfer", str(tmp_path)])
+    assert exc.value.code == 2 and "--transfer" in capsys.readouterr().err
