@@ -19,7 +19,8 @@ Layers, cheapest and most certain first; all state is path-local and immutable:
    offsets) is a loop when the last such call returned nothing new.
 3. **Same-error streaks.** ``same_error_limit`` failures of one tool in a row with the
    same error text (numbers and ids masked) make the next call of that tool a loop,
-   whatever its arguments.
+   whatever its arguments — unless it names an item an earlier result listed that the
+   streak has not tried yet (fan-out over the listed items: the next payment method).
 4. **No progress.** ``patience`` results in a row that added no new token of
    information make the next call a loop. Durations, ids and timestamps are masked,
    and so are the call's own argument values echoed back ("offset 40 is past the end").
@@ -93,6 +94,8 @@ RULES: dict[str, str] = {
     "cross_check": "other code printing the very same output verifies a figure another way",
     "echo_mask": "values the call carried, echoed back in its result, are not news",
     "paging_poll": "paging tools (scroll, next page, lookup) are judged like polls",
+    "fan_out": "a call naming an identifier an earlier result listed, which no call of a same-error streak "
+               "named, is fan-out over items: the streak does not make it a loop",
 }
 #: What the semantic layer compares: the model's sentence vectors, or static word-piece vectors.
 SEMANTIC_VECTORS = ("model", "static")
@@ -207,6 +210,24 @@ def _echo_tokens(args: Any) -> set[str]:
     return out
 
 
+# An identifier: one token of letters, digits and ``_ . -`` with a digit in it
+# (``gift_card_7091239``, ``OBUT9V``, ``INV-2024-001``); words and codes without digits are not.
+_ID = re.compile(r"[a-z0-9](?:[a-z0-9_.\-]*[a-z0-9])?")
+
+
+def _ids(args: Any) -> frozenset:
+    """The identifiers among a call's top-level argument values, lower-cased as result tokens are."""
+    if not isinstance(args, Mapping):
+        return frozenset()
+    out = set()
+    for v in args.values():
+        if isinstance(v, str) and 3 <= len(v) <= 80:
+            t = v.strip().lower()
+            if _ID.fullmatch(t) and any(c.isdigit() for c in t) and not t.replace(".", "").replace("-", "").isdigit():
+                out.add(t)
+    return frozenset(out)
+
+
 def _text_of(content: Any) -> str:
     return content_text(content, _MAX_OBS_CHARS)
 
@@ -249,6 +270,7 @@ class GuardState:
     error_tool: str | None = None
     error_key: int | None = None
     error_run: int = 0
+    error_ids: frozenset = frozenset()  # the identifiers the calls of the same-error streak named
     strikes: int = 0
     since_strike: int = 0
     fresh_from: int = 0  # evidence older than this step predates a recovery and no longer counts
@@ -639,7 +661,8 @@ class ProgressGuard(Detector):
             return _Finding("no_reply", "asks again after the previous request, a near word-for-word repeat of one "
                                         "already answered, got no reply"), 1.0
         if (state.error_run >= self._param(tool, "same_error_limit") and state.error_tool == tool
-                and mode != "exempt" and "same_error" not in skip):
+                and mode != "exempt" and "same_error" not in skip
+                and ("fan_out" in rules or not self._fans_out(state, call))):
             return _Finding("same_error", f"follows {state.error_run} failures of {tool} in a row with the same error"), 1.0
         patience = self._param(tool, "patience")
         if state.stale_streak >= patience and "no_progress" not in skip:
@@ -651,6 +674,20 @@ class ProgressGuard(Detector):
                 return finding, 1.0
             evidence = max(evidence, min(0.99, sim))
         return None, round(evidence, 6)
+
+    @staticmethod
+    def _fans_out(state: GuardState, call: ToolCall) -> bool:
+        """The call names an identifier that an earlier result on the path listed and that no
+        call of the current same-error streak named.
+
+        Why it is general: trying the items a result listed, one after another (the payment
+        methods of a profile, the files of a listing), is fan-out; each failure is news about
+        that item, however alike the errors read. The labelling rubric says so ("the same tool
+        on other ids or items"). Identifiers the call made up are not listed anywhere: the same
+        error for them stays a loop.
+        """
+        fresh = [v for v in _ids(call.args) if v not in state.error_ids]
+        return bool(fresh) and len(state.lines.missing(fresh)) < len(fresh)
 
     @staticmethod
     def _overwritten(state: GuardState, p: _Prepared, info: KeyInfo) -> bool:
@@ -897,8 +934,9 @@ class ProgressGuard(Detector):
             same = (state.error_key == err_key and state.error_tool == call.tool
                     and (not new_tokens or "error_news" in rules))
             error_tool, error_key, error_run = call.tool, err_key, (state.error_run + 1 if same else 1)
+            error_ids = (state.error_ids if same else frozenset()) | _ids(call.args)
         else:
-            error_tool, error_key, error_run = None, None, 0
+            error_tool, error_key, error_run, error_ids = None, None, 0, frozenset()
         strike = _strike(decision)
         strikes = state.strikes + (1 if strike else 0)
         since = 0 if strike else state.since_strike + (1 if informative else 0)
@@ -922,7 +960,7 @@ class ProgressGuard(Detector):
             step=state.step + 1, keys=keys, families=families, lines=lines, sem=sem,
             last_mutation=state.step if wrote else state.last_mutation,
             stale_streak=stale_streak,
-            error_tool=error_tool, error_key=error_key, error_run=error_run,
+            error_tool=error_tool, error_key=error_key, error_run=error_run, error_ids=error_ids,
             strikes=strikes, since_strike=since, fresh_from=fresh_from,
             last_text=masked[:50_000], last_informative=informative, silent=silent,
             # only a write that went through: a refused one changed nothing to try values on
@@ -950,8 +988,9 @@ class ProgressGuard(Detector):
         families = state.families.set(p.family, (state.step, True))
         if error:
             error_tool, error_key, error_run = state.error_tool, state.error_key, state.error_run
+            error_ids = state.error_ids | _ids(call.args) if error_run else state.error_ids
         else:
-            error_tool, error_key, error_run = None, None, 0
+            error_tool, error_key, error_run, error_ids = None, None, 0, frozenset()
         mutating = self._effective_mode(call.tool, p) == "mutating"
         strike = _strike(decision)
         silent = state.silent
@@ -965,6 +1004,6 @@ class ProgressGuard(Detector):
                        unanswered_repeat=unanswered_repeat,
                        not_there=state.not_there if self._literal_find(call.tool) else (),
                        last_mutation=state.step if mutating else state.last_mutation,
-                       error_tool=error_tool, error_key=error_key, error_run=error_run,
+                       error_tool=error_tool, error_key=error_key, error_run=error_run, error_ids=error_ids,
                        strikes=state.strikes + (1 if strike else 0),
                        since_strike=0 if strike else state.since_strike)

@@ -10,21 +10,23 @@ def _bench():
     return load_bench("bench_ablation")
 
 
-def test_same_error_off_drops_the_one_tau_false_alarm(tmp_path, capsys):
-    # τ-bench's task3_trial0 tries one listed gift card after another; the same-error layer
-    # stops it (the guard's one false alarm on τ dev). Switched off, that alarm is gone and
-    # no loop is lost; the signature layer off loses loops. The shipped traces alone (τ-bench,
-    # ReAct), whether or not the corpora are beside the checkout.
+def test_fan_out_off_brings_back_the_one_tau_false_alarm(tmp_path, capsys):
+    # τ-bench's task3_trial0 tries the profile's gift cards one after another, refused alike.
+    # With fan_out the same-error layer lets that through (the guard's τ dev score is exact's);
+    # without the rule the streak stops it, the guard's one false alarm there; the same_error
+    # layer off then moves nothing, and the signature layer off loses loops. The shipped traces
+    # alone (τ-bench, ReAct), whether or not the corpora are beside the checkout.
     bench = _bench()
-    assert bench.main(["--suites", "real-dev", "--layers", "same_error,signature", "--shipped-only",
-                       "--out", str(tmp_path)]) == 0
+    assert bench.main(["--suites", "real-dev", "--layers", "same_error,signature", "--rules", "fan_out",
+                       "--shipped-only", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     cells = [[c.strip() for c in line.strip("|").split("|")]
              for line in out.split("### real-dev")[1].splitlines() if line.startswith("| ")]
     tau = cells[0].index("tau_bench_airline")
     rows = {row[0]: row for row in cells}
-    assert rows["the guard"][tau] == "98.4"
-    assert rows["− same_error"][tau] == "99.0 (+0.6, false -1)"
+    assert rows["the guard"][tau] == "99.0" == rows["`exact`"][tau]
+    assert rows["− fan_out"][tau] == "98.4 (-0.6, false +1)"
+    assert rows["− same_error"][tau] == "99.0"
     assert "tp -" in rows["− signature"][tau]
     assert cells[0][1:] == ["all", "react_hotpotqa", "tau_bench_airline"]
 

@@ -42,6 +42,25 @@ def test_errors_that_say_something_new_are_not_a_same_error_streak():
     assert g3.check("book", {"payment": "gift_9"}).verdict is Verdict.NUDGE
 
 
+def test_trying_the_listed_items_one_after_another_is_fan_out_not_a_same_error_loop():
+    # τ-bench: a profile lists four payment methods; three gift cards in turn are refused alike,
+    # the credit card goes through. Each refusal is news about that card (the rubric: "another
+    # payment method is another call").
+    g = _guard()
+    g.record("get_user_details", {"user_id": "u1"},
+             '{"payment_methods": {"gift_card_7480005": {"amount": 52}, "gift_card_6276644": {"amount": 33}, '
+             '"gift_card_7091239": {"amount": 41}, "credit_card_9879898": {"brand": "visa"}}}')
+    write = {"reservation_id": "OBUT9V", "cabin": "business"}
+    for card in ("gift_card_7480005", "gift_card_6276644", "gift_card_7091239"):
+        assert g.check("update_reservation_flights", {**write, "payment_id": card}).verdict is Verdict.ALLOW, card
+        g.record("update_reservation_flights", {**write, "payment_id": card}, "Error: gift card balance is not enough",
+                 error=True)
+    assert g.check("update_reservation_flights", {**write, "payment_id": "credit_card_9879898"}).verdict is Verdict.ALLOW
+    # a card tried before in the streak, or one nobody listed, is no fan-out: the same error again is a loop
+    assert g.check("update_reservation_flights", {**write, "payment_id": "gift_card_6276644"}).verdict is not Verdict.ALLOW
+    assert g.check("update_reservation_flights", {**write, "payment_id": "gift_card_5555555"}).verdict is Verdict.NUDGE
+
+
 def test_different_code_with_the_same_output_is_not_a_repeat_but_a_cosmetic_edit_is():
     g = _guard()
     a = "import math\nprint(round(math.pi * 2))"

@@ -112,6 +112,13 @@ def paging_poll(g: LoopGuard) -> Verdict:
     return g.check("scroll_down", {}).verdict
 
 
+def fan_out(g: LoopGuard) -> Verdict:
+    g.record("get_user_details", {"user_id": "u1"}, '{"payment_methods": ["gift_card_11", "gift_card_12", "gift_card_13"]}')
+    for card in ("gift_card_11", "gift_card_12"):
+        g.record("pay", {"order_id": "O7", "payment_id": card}, "Error: gift card balance is not enough", error=True)
+    return g.check("pay", {"order_id": "O7", "payment_id": "gift_card_13"}).verdict  # the third listed card
+
+
 #: rule -> (its case, the verdict with every rule on)
 CASES = {
     "transient_retry": (transient_retry, ALLOW), "unanswered_retry": (unanswered_retry, ALLOW),
@@ -119,7 +126,7 @@ CASES = {
     "write_progress": (write_progress, ALLOW), "code_cosmetic": (code_cosmetic, NUDGE),
     "error_news": (error_news, ALLOW), "not_found_items": (not_found_items, NUDGE),
     "short_answer": (short_answer, ALLOW), "report_once": (report_once, ALLOW), "cross_check": (cross_check, ALLOW),
-    "echo_mask": (echo_mask, NUDGE), "paging_poll": (paging_poll, ALLOW),
+    "echo_mask": (echo_mask, NUDGE), "paging_poll": (paging_poll, ALLOW), "fan_out": (fan_out, ALLOW),
 }
 
 

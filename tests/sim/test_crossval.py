@@ -197,13 +197,13 @@ def test_cv_param_chooses_a_re_simulated_default_per_fold(real_run, tmp_path):
     checked against separate `loopbench run`s of that corpus alone at each value."""
     out = tmp_path / "rep"
     r = invoke("report", str(real_run), "--cv", "corpus", "--rounds", "20", "--out", str(out),
-               "--cv-param", "progress_guard.same_error_limit=1,2,4")
+               "--cv-param", "progress_guard.same_error_limit=1,2")
     assert r.exit_code == 0, r.output
     df = pd.read_csv(out / "cv.csv", keep_default_na=False, dtype={c: str for c in ("value_as_run", "value_in_sample", "value_heldout")})
     score = df[(df.detector == "progress_guard") & (df.metric == "score_standard")].set_index("corpus")
     assert set(score["param"]) == {"same_error_limit"}
     tau = {}
-    for v in (1, 2, 4):
+    for v in (1, 2):  # (3 and 4 tie with 2 on τ-bench: no same-error streak there goes past 2)
         run = tmp_path / f"tau{v}"
         r = invoke("run", "--suite", "real-dev", "--families", "tau_bench_airline", "--detectors", "progress_guard",
                    "--param", f"progress_guard.same_error_limit={v}", "--out", str(run), "--no-progress", "--no-report")

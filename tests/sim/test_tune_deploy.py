@@ -122,13 +122,13 @@ def test_global_only_writes_no_per_tool_halt_and_the_oracle_bounds_the_cap(real_
     out = tmp_path / "global.toml"
     r = invoke("tune", "--objective", "deploy", "--detector", "progress_guard", "--max-stopped", "0.01",
                "--suite", "real-dev", "--out", str(out), "--no-progress", "--json", "--global-only",
-               "--max-nudges", "0.2")
+               "--max-nudges", "0.05")  # every finding voiced is 0.12 per 100 clean calls here: the budget binds
     assert r.exit_code == 0, r.output
     summary = json.loads(r.stdout[r.stdout.index("{"):])
     table = tomllib.loads(out.read_text())["detectors"]["progress_guard"]
     assert summary["tools"] == {} and summary["nudge_tools"] == {} and "tool_overrides" not in table
     assert table["nudge_after"] == summary["nudge_value"] >= 1 and summary["nudges_met"]
-    assert summary["recommended"]["nudges_per_100_clean"] <= 0.2
+    assert summary["recommended"]["nudges_per_100_clean"] <= 0.05
     from adapters.core import guard_factory
 
     assert guard_factory("progress_guard", config=out)().detector.nudge_after == summary["nudge_value"]
@@ -212,17 +212,27 @@ def test_progress_guard_takes_stop_after_per_tool() -> None:
     assert second("find_flights") is Verdict.NUDGE
 
 
-def test_the_nudge_pick_is_what_the_guard_it_writes_voices(real_rows) -> None:
+#: The semantic layer on static vectors (no model, no torch): without it no finding on the shipped
+#: traces' clean runs is left for a nudge budget to silence.
+STATIC = {"semantic_vectors": "static"}
+
+
+@pytest.fixture(scope="module")
+def real_rows_static():
+    return _rows(load_real_episodes("real-dev"), STATIC)
+
+
+def test_the_nudge_pick_is_what_the_guard_it_writes_voices(real_rows_static) -> None:
     """Under a nudge budget the pick keeps the first findings silent; the guard built from the
     pick, replayed, voices exactly the nudges and halts the evaluation counted — and stays
     within the budget."""
-    units, calls, outcomes = real_rows
-    loose = pick(ProgressGuard(**PARAMS), units, calls, outcomes, 0.0, delta=5)
-    p = pick(ProgressGuard(**PARAMS), units, calls, outcomes, 0.0, delta=5, max_nudges=0.2)
-    assert p.nudges_met and p.picked.figures["nudges_per_100_clean"] <= 0.2
-    assert loose.picked.figures["nudges_per_100_clean"] > 0.2  # the budget binds: it is a real choice
+    units, calls, outcomes = real_rows_static
+    loose = pick(ProgressGuard(**STATIC), units, calls, outcomes, 0.0, delta=5)
+    p = pick(ProgressGuard(**STATIC), units, calls, outcomes, 0.0, delta=5, max_nudges=0.05)
+    assert p.nudges_met and p.picked.figures["nudges_per_100_clean"] <= 0.05
+    assert loose.picked.figures["nudges_per_100_clean"] > 0.05  # the budget binds: it is a real choice
     assert p.picked.nudge_value > 0 or p.picked.nudge_tools
-    params = {**PARAMS, "stop_after": p.picked.value, "nudge_after": p.picked.nudge_value,
+    params = {**STATIC, "stop_after": p.picked.value, "nudge_after": p.picked.nudge_value,
               "tool_overrides": p.overrides(None) or None}
     u2, c2, _ = _rows(load_real_episodes("real-dev"), params)
     keys = {e: i for i, e in enumerate(dict.fromkeys(u2["episode"].astype(str)))}
@@ -234,7 +244,7 @@ def test_the_nudge_pick_is_what_the_guard_it_writes_voices(real_rows) -> None:
     for k in ("nudges_per_100_clean", "blips_nudged", "runaway_nudged"):
         assert np.isclose(m[k], p.picked.figures[k]), k
     # silent findings are stored with their score: re-evaluating the replayed rows finds the same setting's figures
-    again = HaltEvaluator(ProgressGuard(**PARAMS), u2, c2, outcomes, 5).evaluate(
+    again = HaltEvaluator(ProgressGuard(**STATIC), u2, c2, outcomes, 5).evaluate(
         p.picked.value, p.picked.tools, p.picked.nudge_value, p.picked.nudge_tools)
     assert again.figures == p.picked.figures
 
