@@ -401,10 +401,11 @@ class ProgressGuard(Detector):
                        "poll_limit": (5, 10, 50), "same_error_limit": (2, 3, 4), "patience": (2, 3, 4, 5),
                        "similarity": (0.85, 0.9, 0.95)}
 
-    #: The graduated response: a finding's score is 1 + the strikes before it; it halts iff the
-    #: score >= 1 + stop_after, and is voiced at all iff the score >= 1 + nudge_after.
+    #: What each rule ``skip_rules`` may name says (``loopbench list progress_guard`` prints it).
     value_docs = {"skip_rules": RULES}
 
+    #: The graduated response: a finding's score is 1 + the strikes before it; it halts iff the
+    #: score >= 1 + stop_after, and is voiced at all iff the score >= 1 + nudge_after.
     halt_param = "stop_after"
     nudge_param = "nudge_after"
 
