@@ -190,6 +190,17 @@ def test_family_names_from_traces_are_escaped_in_the_report(tmp_path):
     assert "<script>" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page and "b&amp;b" in page
     assert set(pd.read_csv(run / "cv.csv", keep_default_na=False)["corpus"]) == {evil, "b&b", POOLED}
+    # the same corpora in a synthetic run's transfer section, ranked held out
+    synth = tmp_path / "synth"
+    r = invoke("run", "--suite", "quick", "--episodes", "2", "--mode", "open", "--detectors", "exact,no_progress",
+               "--out", str(synth), "--no-progress", "--no-report")
+    assert r.exit_code == 0, r.output
+    r = invoke("report", str(synth), "--transfer", str(run), "--rounds", "20")
+    assert r.exit_code == 0, r.output
+    page = (synth / "report.html").read_text()
+    assert "<script>" not in page and "τ-b held out" in page
+    assert "<code>&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</code>" in page and "b&amp;b" in page
+    assert set(pd.read_csv(synth / "transfer_cv.csv", keep_default_na=False)["corpus"]) == {evil, "b&b", POOLED}
 
 
 def test_cv_param_chooses_a_re_simulated_default_per_fold(real_run, tmp_path):
