@@ -200,15 +200,16 @@ def transfer_rows(synthetic: Path, real: Path, out: Path) -> dict[str, dict]:
     """How far the synthetic run's ranking holds on the real run, by corpus and pooled: τ-b as run
     (each run's ``metrics.csv``) and, where the real run has two corpora or more, leave-one-corpus-out
     (``loopbench report SYNTHETIC --transfer REAL`` into ``out``: its ``transfer_cv.csv``)."""
-    def scores(run: Path, family: str) -> dict[str, float]:
-        return {r["detector"]: float(r["score_standard"]) for r in _rows(run / "metrics.csv")
+    def scores(metrics: list[dict[str, str]], family: str) -> dict[str, float]:
+        return {r["detector"]: float(r["score_standard"]) for r in metrics
                 if r["family"] == family and _num(r["score_standard"]) is not None}
 
-    syn = scores(synthetic, "all")
-    families = sorted({r["family"] for r in _rows(real / "metrics.csv")} - {"all"})
+    syn = scores(_rows(synthetic / "metrics.csv"), "all")
+    real_metrics = _rows(real / "metrics.csv")
+    families = sorted({r["family"] for r in real_metrics} - {"all"})
     rows: dict[str, dict] = {}
     for corpus, family in [(f, f) for f in families] + [("pooled", "all")]:
-        _, summary = transfer(syn, scores(real, family))
+        _, summary = transfer(syn, scores(real_metrics, family))
         rows[corpus] = {"tau_as_run": summary["kendall_tau"], "top_as_run": summary["top_real"],
                         "synthetic_top": summary["top_synthetic"]}
     _loopbench(["report", str(synthetic), "--transfer", str(real), "--out", str(out), "--rounds", "20"])

@@ -456,8 +456,7 @@ class ProgressGuard(Detector):
         # a bad table fails when the guard is built.
         self._effects = Effects(tool_overrides)
         self._literal: dict[str, bool] = {}
-        self._skips: dict[str, frozenset] = {}
-        self._rules_off: dict[str, frozenset] = {}
+        self._off: dict[str, tuple[frozenset, frozenset]] = {}
         for tool, over in (tool_overrides or {}).items():
             # checked now, like the effects table: a typo must not fail every episode later
             for name, known, what in (("skip_layers", LAYERS, "layers"), ("skip_rules", tuple(RULES), "rules")):
@@ -493,7 +492,7 @@ class ProgressGuard(Detector):
                     m = DECLARED
                 elif m is None:
                     low = tool.lower()
-                    paging = "paging_poll" not in self.rules_off(tool)
+                    paging = "paging_poll" not in self.switched_off(tool)[1]
                     m = next((mode for pattern, mode in DEFAULT_RULES
                               if (paging or pattern != _PAGING) and re.search(pattern, low)), "default")
             if m not in MODES and m != DECLARED:
@@ -501,18 +500,13 @@ class ProgressGuard(Detector):
             self._modes[tool] = m
         return m
 
-    def skipped(self, tool: str) -> frozenset:
-        """The layers switched off for ``tool`` (``skip_layers``, per tool in ``tool_overrides``)."""
-        skip = self._skips.get(tool)
-        if skip is None:
-            skip = self._skips[tool] = frozenset(self._param(tool, "skip_layers") or ())
-        return skip
-
-    def rules_off(self, tool: str) -> frozenset:
-        """The rules switched off for ``tool`` (``skip_rules``, per tool in ``tool_overrides``)."""
-        off = self._rules_off.get(tool)
+    def switched_off(self, tool: str) -> tuple[frozenset, frozenset]:
+        """The layers and the rules switched off for ``tool`` (``skip_layers``, ``skip_rules``;
+        per tool in ``tool_overrides``): once per tool name, as ``mode``, since every call asks."""
+        off = self._off.get(tool)
         if off is None:
-            off = self._rules_off[tool] = frozenset(self._param(tool, "skip_rules") or ())
+            off = self._off[tool] = (frozenset(self._param(tool, "skip_layers") or ()),
+                                     frozenset(self._param(tool, "skip_rules") or ()))
         return off
 
     def _param(self, tool: str, name: str) -> Any:
@@ -533,7 +527,7 @@ class ProgressGuard(Detector):
         command_tool = self._command_text(call.tool)
         code = {k: v for k, v in args.items() if isinstance(v, str) and (command_tool or str(k).lower() in CODE_KEYS)}
         normal = _normalise({k: v for k, v in args.items() if k not in code})
-        if "code_cosmetic" in self.rules_off(call.tool):
+        if "code_cosmetic" in self.switched_off(call.tool)[1]:
             normal.update(_normalise({str(k).casefold(): v for k, v in code.items()}))
         else:
             normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
@@ -611,8 +605,7 @@ class ProgressGuard(Detector):
 
     def _find(self, state: GuardState, call: ToolCall, p: _Prepared, mode: str) -> tuple[_Finding | None, float]:
         tool = call.tool
-        skip = self.skipped(tool)
-        rules = self.rules_off(tool)
+        skip, rules = self.switched_off(tool)
         info: KeyInfo | None = state.keys.get(p.key)
         if info is not None and "signature" not in skip:
             ago = state.step - info.last_step
@@ -869,7 +862,7 @@ class ProgressGuard(Detector):
         masked, fp, all_tokens = news.masked, news.fingerprint, news.tokens
         # Tokens the tool merely echoes back from the call ("offset 40 is past the end",
         # "7 + 263 = 270") tell the agent nothing new.
-        rules = self.rules_off(call.tool)
+        rules = self.switched_off(call.tool)[1]
         echoes = p.numbers if "echo_mask" not in rules else frozenset()
         # News is a new word, name or listed item; new bare numbers in a long output are
         # mostly counters ("4 results, showing 1-1"). Short answers and changing polls are
@@ -989,7 +982,8 @@ class ProgressGuard(Detector):
         families = state.families.set(p.family, (state.step, True))
         if error:
             error_tool, error_key, error_run = state.error_tool, state.error_key, state.error_run
-            error_ids = state.error_ids | _ids(call.args) if error_run else state.error_ids
+            # the item was tried, though its error is unknown: trying it again is no fan-out
+            error_ids = (state.error_ids | _ids(call.args)) if error_run else state.error_ids
         else:
             error_tool, error_key, error_run, error_ids = None, None, 0, frozenset()
         mutating = self._effective_mode(call.tool, p) == "mutating"
