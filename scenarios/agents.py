@@ -45,7 +45,8 @@ class LoopSpec:
 
     ``at`` is the index of the script turn before which the loop starts; ``calls(i, rng)``
     gives the i-th stuck call; ``length`` stuck calls are made before the agent gives up
-    (the task then fails). ``on_nudge`` gives the reworded calls an evasive agent makes
+    (the task then fails) or, with ``resume``, goes back to its work on its own (a blip: the
+    turns from ``at`` on). ``on_nudge`` gives the reworded calls an evasive agent makes
     after a nudge. ``per_turn`` stuck calls are proposed in one turn (a parallel burst).
     """
 
@@ -59,6 +60,7 @@ class LoopSpec:
     evade_thought: str = "Understood. Let me phrase it differently."
     uses_rng: bool = True  # False when ``calls`` ignores its rng (skips seeding one per turn)
     productive: frozenset[int] = frozenset()  # stuck-phase calls that do gain something
+    resume: bool = False  # after ``length`` stuck calls the agent moves on instead of giving up
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ class Agent:
                     state = replace(state, loop_done=True, evading=False)
                 elif self.persona == "evasive" and loop.on_nudge is not None:
                     state = replace(state, evading=True)
+            if loop.resume and state.loop_i >= loop.length:  # a blip: back to work unprompted
+                state = replace(state, loop_done=True, evading=False)
             return state
         blocked = sum(1 for r, e in zip(results, turn.expect_loop) if (r is None or r.nudge) and not e)
         return state.next_turn(blocked, nudged)

@@ -110,6 +110,9 @@ def healthy_families() -> list[str]:
 PARAM_DOCS: dict[str, str] = {
     "prefix": "productive calls before the loop starts (where it starts)",
     "loop_length": "stuck calls before the agent gives up",
+    "blip_share": "chance that the loop is a blip: blip_length stuck calls, then the agent goes back to work unprompted",
+    "blip_length": "redundant calls of a blip (real blips: 1 or 2)",
+    "blip_after": "productive calls after a blip, before the final answer",
     "tree_share": "probability that the episode is a branching tree",
     "branching": "calls per branching turn",
     "depth": "branching turns on the looping path of a tree (nesting depth)",

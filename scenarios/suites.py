@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import injected_suite, realsuite
-from .base import FAMILIES, registered
+from .base import FAMILIES, make_scenario, registered
 
 
 class SuiteError(ValueError):
@@ -110,4 +110,8 @@ def load_suite(name_or_path: str) -> Suite:
         for k, v in params.items():
             if isinstance(v, list):
                 params[k] = tuple(v)
+        try:  # a value the family cannot use fails here, in one line, not mid-run
+            make_scenario(fam, 0, suite.seed, **params)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise SuiteError(f"{where}: family_params.{fam}: {exc}") from None
     return suite

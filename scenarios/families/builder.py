@@ -144,7 +144,7 @@ def _thought(call: ToolCall | None) -> str:
 
 
 def fixed_loop(at: int, kind: str, calls: list[ToolCall], *, productive: frozenset[int] = frozenset(),
-               per_turn: int = 1, on_nudge: list[ToolCall] | None = None) -> LoopSpec:
+               per_turn: int = 1, on_nudge: list[ToolCall] | None = None, resume: bool = False) -> LoopSpec:
     """A LoopSpec over a precomputed list of stuck calls."""
     seq = list(calls)
     alt = list(on_nudge) if on_nudge else None
@@ -157,6 +157,7 @@ def fixed_loop(at: int, kind: str, calls: list[ToolCall], *, productive: frozens
         per_turn=per_turn,
         productive=productive,
         uses_rng=False,
+        resume=resume,
     )
 
 

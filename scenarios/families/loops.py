@@ -1,10 +1,13 @@
 """Looping families (positives): every way SPEC §3 says agents get stuck.
 
 Each family writes a productive prefix, sets up what the agent will get stuck on, and
-hands a list of stuck calls to the agent. With probability ``tree_share`` the episode
-is a tree: the loop happens on one branch of each of ``depth`` nested branching turns
-while the siblings work normally. ``evasion`` is recorded under a one-shot guard so its
-trace shows the nudge; ``replan`` is played by a planner that declares its plan.
+hands a list of stuck calls to the agent: a runaway loop (the agent gives up after
+``loop_length``) or, with probability ``blip_share``, a blip (SPEC §11: a redundant call or
+two, then the agent moves on by itself, as half the real loops do). With probability
+``tree_share`` the episode is a tree: the loop happens on one branch of each of ``depth``
+nested branching turns while the siblings work normally. ``evasion`` is recorded under a
+one-shot guard so its trace shows the nudge; ``replan`` is played by a planner that
+declares its plan.
 """
 from __future__ import annotations
 
@@ -27,8 +30,13 @@ from .builder import CONCEPT_NAMES, PathBuilder, ScriptError, fixed_loop, loop_l
 #: ``branching`` calls per branching turn, ``depth`` branching turns on the looping path,
 #: ``personas`` the persona mix drawn from (it only matters in closed loop, where a nudge
 #: can make an obedient agent recover with probability ``recover_p``).
+#: ``blip_share`` of the loops are blips: ``blip_length`` stuck calls, then the agent goes back
+#: to work on its own (``blip_after`` productive calls). Half, because half the loops of the
+#: labelled real traces are blips (33 of 64; per corpus 2/3, 10/17, 15/36, 6/8; left one
+#: corpus out the other three give 0.48-0.64), and each blip is 1 or 2 redundant calls.
 COMMON = dict(prefix=(0, 20), loop_length=(30, 50), tree_share=0.3, branching=2, depth=(1, 2),
-              personas=("stubborn", "obedient"), recover_p=0.7)
+              personas=("stubborn", "obedient"), recover_p=0.7, blip_share=0.5, blip_length=(1, 2),
+              blip_after=(2, 5))
 
 @dataclass
 class Stuck:
@@ -73,15 +81,29 @@ def build_looping(rng: random.Random, p: dict[str, Any], kind: str,
     meta: dict[str, Any] = {"tree": tree}
     info: dict[str, Any] = {}
 
+    share = p.get("blip_share", 0.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+        raise ValueError(f"blip_share must be a number in [0, 1], not {share!r}")
+    blip = share > 0 and rng.random() < share  # drawn only when asked: blip_share = 0 keeps the episodes as they were
+    if share > 0:
+        meta["blip"] = blip
+
     def stuck_script(sb: PathBuilder) -> Script:
         stuck = setup(sb, rng, p)
+        if blip:  # the first call or two of the loop a runaway would make
+            stuck.calls = stuck.calls[:_blip_end(stuck, rng.randint(*span(p["blip_length"])))]
         sb.check_loop(stuck.calls, stuck.productive)
         info.update(stuck.meta)
         at = len(sb.turns)
+        if blip:  # the turns after the stuck stretch are played from the state it leaves
+            for c in stuck.calls:
+                sb.run(c)
         if stuck.then is not None:
             stuck.then(sb)
+        if blip:
+            sb.add_productive(rng.randint(*span(p["blip_after"])), **only)
         return sb.script(loop=fixed_loop(at, kind, stuck.calls, productive=stuck.productive,
-                                         per_turn=stuck.per_turn, on_nudge=stuck.on_nudge))
+                                         per_turn=stuck.per_turn, on_nudge=stuck.on_nudge, resume=blip))
 
     if not tree:
         script = stuck_script(b)
@@ -94,6 +116,17 @@ def build_looping(rng: random.Random, p: dict[str, Any], kind: str,
     chosen = persona or rng.choice(tuple(p.get("personas") or ("stubborn",)))
     meta["persona"] = chosen
     return Scenario("", "", 0, world, script, chosen, meta=meta, recover_p=float(p.get("recover_p", 0.7)))
+
+
+def _blip_end(stuck: Stuck, redundant: int) -> int:
+    """How many of ``stuck.calls`` make ``redundant`` redundant ones (its productive calls
+    do not count)."""
+    seen = 0
+    for i in range(len(stuck.calls)):
+        seen += i not in stuck.productive
+        if seen >= redundant:
+            return i + 1
+    return len(stuck.calls)
 
 
 def _grow(b: PathBuilder, rng: random.Random, k: int, depth: int, leaf: Callable[[PathBuilder], Script],
@@ -239,7 +272,7 @@ def cycle(rng: random.Random, p: dict[str, Any]) -> Scenario:
     return build_looping(rng, p, "cycle", setup)
 
 
-@family("parallel_burst", looping=True, **{**COMMON, "loop_length": (4, 10), "personas": ("stubborn",)})
+@family("parallel_burst", looping=True, **{**COMMON, "loop_length": (4, 10), "personas": ("stubborn",), "blip_share": 0.0})
 def parallel_burst(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """Many identical calls proposed in one turn."""
 
@@ -308,7 +341,7 @@ def same_error(rng: random.Random, p: dict[str, Any]) -> Scenario:
     return build_looping(rng, p, "same_error", setup)
 
 
-@family("evasion", looping=True, **{**COMMON, "personas": ("evasive",), "nudge_at": (1, 2)})
+@family("evasion", looping=True, **{**COMMON, "personas": ("evasive",), "nudge_at": (1, 2), "blip_share": 0.0})
 def evasion(rng: random.Random, p: dict[str, Any]) -> Scenario:
     """After a nudge the agent rewords the call instead of changing course."""
     nudge_at = rng.randint(*span(p["nudge_at"]))

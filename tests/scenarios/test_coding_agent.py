@@ -104,7 +104,7 @@ def test_healthy_runs_repeat_a_call_only_after_a_write_and_never_loop(name):
 @pytest.mark.parametrize("name", LOOPS)
 def test_loops_repeat_with_nothing_written_between(name):
     for i in range(10):
-        ep = generate(make_scenario(name, i, suite_seed=3, tree_share=0.0))
+        ep = generate(make_scenario(name, i, suite_seed=3, tree_share=0.0, blip_share=0.0))
         (calls, onset), = scored_looping_paths(ep)
         assert all(n.label.loop and n.label.kind == name for n in calls[onset:])
         assert not any(_writes(n) for n in calls[onset:])

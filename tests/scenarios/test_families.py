@@ -67,7 +67,7 @@ def test_trees_really_branch():
 def test_closed_loop_prune_ends_the_branch_with_no_children():
     from detectors.exact import ExactDetector
 
-    sc = make_scenario("stale", 0, tree_share=0.0)
+    sc = make_scenario("stale", 0, tree_share=0.0, blip_share=0.0)
     res = simulate(sc, ExactDetector())
     assert res.stats.interventions["prune"] >= 1
     assert res.stats.ended == "pruned" and not res.stats.success
@@ -78,7 +78,7 @@ def test_closed_loop_prune_ends_the_branch_with_no_children():
 def test_closed_loop_nudge_lets_an_obedient_agent_recover():
     from detectors.normalized import NormalizedDetector
 
-    sc = make_scenario("stale", 1, tree_share=0.0)
+    sc = make_scenario("stale", 1, tree_share=0.0, blip_share=0.0)
     sc.persona = "diligent"  # always changes course after a nudge
     res = simulate(sc, NormalizedDetector())
     assert res.stats.interventions["nudge"] == 1 and res.stats.success
@@ -145,3 +145,67 @@ def test_a_redrawn_scenario_leaves_its_callers_frames_to_reference_counting(monk
         assert held() is None  # freed when the caller returned, without the collector
     finally:
         gc.enable()
+
+
+# -- blips: a redundant call or two, then the agent goes back to work (SPEC §11) -----------------
+BLIP_FAMILIES = sorted(n for n in loop_families() if float(FAMILIES[n].defaults.get("blip_share", 0)) > 0)
+
+
+def _looping_path_flags(ep):
+    [path] = [p for p in ep.paths() if any(n.label.loop for n in p if isinstance(n, ToolNode))]
+    return [n.label.loop for n in path if isinstance(n, ToolNode)]
+
+
+@pytest.mark.parametrize("name", BLIP_FAMILIES)
+def test_a_blip_is_a_short_stuck_stretch_then_productive_work_and_the_run_succeeds(name):
+    from scenarios.severity import severity
+    from sim.play.harness import simulate
+    from detectors.layers import StepBudgetDetector
+
+    for i in range(4):
+        sc = make_scenario(name, i, suite_seed=5, blip_share=1.0, blip_length=1, blip_after=3)
+        assert sc.meta["blip"] is True
+        ep = generate(sc)
+        flags = _looping_path_flags(ep)
+        onset = flags.index(True)
+        stretch = flags[onset:].index(False)  # the stretch ends: productive calls follow
+        assert not any(flags[onset + stretch:]), f"{name} #{i}: the agent went back to the loop"
+        assert len(flags) - onset - stretch >= 3, f"{name} #{i}: fewer productive calls after the blip than blip_after"
+        assert severity(flags, onset).to_end is False
+        assert stretch == 1, f"{name} #{i}: {stretch} stuck calls, blip_length is 1"
+        # Nothing nudges (a budget nobody reaches): the agent goes back to work on its own.
+        assert simulate(sc, StepBudgetDetector(max_steps=10_000)).stats.success, f"{name} #{i}"
+
+
+def test_runaway_loops_last_to_the_end_and_blip_share_zero_draws_no_blip():
+    for i in range(6):
+        sc = make_scenario("stale", i, suite_seed=5, blip_share=0.0)
+        assert "blip" not in sc.meta
+        flags = _looping_path_flags(generate(sc))
+        assert flags[-1] is True and flags[flags.index(True):] == [True] * (len(flags) - flags.index(True))
+
+
+def test_the_default_mix_has_blips_and_runaway_loops_about_half_each():
+    drawn = [make_scenario("stale", i, suite_seed=11).meta["blip"] for i in range(80)]
+    assert 0.3 < sum(drawn) / len(drawn) < 0.7
+    assert "blip" not in make_scenario("parallel_burst", 0).meta  # one turn: no blip
+    assert "blip" not in make_scenario("evasion", 0).meta  # its story is the nudge
+
+
+@pytest.mark.parametrize("table, says", [
+    ("[family_params.stale]\nblip_share = 1.5\n", "family_params.stale: blip_share must be a number in [0, 1], not 1.5"),
+    ("[family_params.stale]\nblip_share = \"half\"\n", "blip_share must be a number in [0, 1], not 'half'"),
+    ("[family_params.noisy_repeat]\ndifficulty = 2\n", "family_params.noisy_repeat: difficulty must lie in [0, 1]"),
+])
+def test_a_family_parameter_the_family_cannot_use_is_one_line_before_the_run(table, says, tmp_path):
+    from click.testing import CliRunner
+    from sim.cli import main
+
+    suite = tmp_path / "bad.toml"
+    suite.write_text('name = "bad"\nepisodes = 2\nfamilies = ["stale", "noisy_repeat"]\n' + table)
+    r = CliRunner().invoke(main, ["run", "--suite", str(suite), "--detectors", "exact", "--out", str(tmp_path / "run"),
+                                  "--no-progress"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    [line] = r.stderr.strip().splitlines()
+    assert line.startswith(f"loopbench: error: {suite}: ") and says in line, r.stderr
+    assert not (tmp_path / "run").exists()

@@ -133,7 +133,7 @@ def test_trees_of_depth_two_branch_twice_on_the_looping_path():
 def test_persona_mix_shows_in_the_closed_loop():
     personas, recovered = Counter(), 0
     for i in range(30):
-        sc = make_scenario("stale", i, tree_share=0.0, recover_p=1.0)
+        sc = make_scenario("stale", i, tree_share=0.0, recover_p=1.0, blip_share=0.0)
         personas[sc.persona] += 1
         res = simulate(sc, NormalizedDetector())
         if sc.persona == "obedient":
@@ -187,7 +187,7 @@ def test_long_cycles_are_past_gemini_clis_cycle_check():
     from detectors.registry import make_detector
 
     def fired(k):
-        eps = [generate(make_scenario("cycle", i, cycle=(k, k), tree_share=0.0)) for i in range(4)]
+        eps = [generate(make_scenario("cycle", i, cycle=(k, k), tree_share=0.0, blip_share=0.0)) for i in range(4)]
         return sum(any(s.verdict.value != "allow" for s in score_episode(make_detector("gemini_cli"), ep)) for ep in eps)
 
     assert fired(3) == 4 and fired(7) == 0

@@ -164,7 +164,7 @@ def test_a_fold_says_which_per_tool_halts_reach_the_held_out_corpus(real_rows) -
     ([], "--objective deploy needs --max-stopped"),
     (["--max-stopped", "0.01", "--max-false-alarm-rate", "0.05"], "--objective deploy takes --max-stopped"),
     (["--max-stopped", "0.01", "--detector", "exact"], "ExactDetector has no graduated response"),
-    (["--max-stopped", "0.01", "--suite", "quick", "--families", "stale", "--episodes", "2"],
+    (["--max-stopped", "0.01", "--suite", "quick", "--families", "parallel_burst", "--episodes", "2"],
      "no episode with a successful run outcome"),
 ])
 def test_bad_values_are_one_line(args, says, tmp_path) -> None:
