@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_loco import default_corpus  # noqa: E402  (where the corpora sit beside a checkout)
-from sim.report.transfer import transfer  # noqa: E402
+from sim.report.transfer import tau_text, transfer  # noqa: E402
 
 #: Issue 38's bar for the recommended guard on held-out traces.
 TARGETS = {"recall": (">=", 0.85), "early_rate": ("<=", 0.03), "false_alarm_rate": ("<=", 0.01)}
@@ -212,24 +212,27 @@ def transfer_rows(synthetic: Path, real: Path, out: Path) -> dict[str, dict]:
         _, summary = transfer(syn, scores(real_metrics, family))
         rows[corpus] = {"tau_as_run": summary["kendall_tau"], "top_as_run": summary["top_real"],
                         "synthetic_top": summary["top_synthetic"]}
-    _loopbench(["report", str(synthetic), "--transfer", str(real), "--out", str(out), "--rounds", "20"])
+    # 1000 rounds: the held-out τ-b get their bootstrap intervals (about 7 s for the report).
+    _loopbench(["report", str(synthetic), "--transfer", str(real), "--out", str(out), "--rounds", "1000"])
     if (out / "transfer_cv.csv").is_file():
         for r in _rows(out / "transfer_cv.csv"):
-            rows.setdefault(r["corpus"], {}).update(tau_heldout=_num(r["tau_heldout"]),
-                                                    tau_both_heldout=_num(r["tau_both_heldout"]))
+            rows.setdefault(r["corpus"], {}).update({k: _num(r.get(k)) for k in (
+                "tau_heldout", "tau_heldout_lo", "tau_heldout_hi",
+                "tau_both_heldout", "tau_both_heldout_lo", "tau_both_heldout_hi")})
     return rows
 
 
 def transfer_lines(dev: dict[str, dict[str, str]], held: dict[str, dict[str, str]]) -> list[str]:
     """Kendall τ-b of the synthetic ranking against each label set's, dev beside held-out."""
     def tau(rows: dict, corpus: str, col: str) -> str:
-        v = rows.get(corpus, {}).get(col)
-        return "–" if v is None else f"{v:.2f}"
+        r = rows.get(corpus, {})
+        return tau_text(r.get(col), r.get(f"{col}_lo"), r.get(f"{col}_hi"))
 
     cols = (("tau_as_run", "as run"), ("tau_heldout", "LOCO"), ("tau_both_heldout", "both held out"))
     out = ["Transfer: Kendall τ-b between the synthetic run's ranking and the real one (as run: the thresholds the "
            "runs used; LOCO: each threshold chosen on the other corpora; both held out: the synthetic side at its "
-           "leave-one-family-out thresholds too; LOCO needs two corpora or more):", "",
+           "leave-one-family-out thresholds too; LOCO needs two corpora or more; in brackets the 95% bootstrap "
+           "interval over the real traces):", "",
            "| corpus | " + " | ".join(f"{name} dev | held-out" for _, name in cols) + " | real top (as run) dev | held-out |",
            "|---" * (2 * len(cols) + 3) + "|"]
     corpora = sorted(set(dev) | set(held), key=lambda c: (c == "pooled", c))

@@ -61,8 +61,10 @@ def test_transfer_of_a_synthetic_ranking_dev_beside_held_out(tmp_path, capsys):
     # dev: τ-bench and ReAct (two corpora: leave-one-corpus-out too); held-out: τ-bench's sample only
     assert list(table)[1:] == ["react_hotpotqa", "tau_bench_airline", "pooled"]
     pooled = table["pooled"]
-    assert all(c == "–" or -1 <= float(c) <= 1 for c in pooled[1:7])
+    point = lambda c: float(c.split(" [")[0])  # noqa: E731 — "0.33 [0.33, 1.00]": the point, then its interval
+    assert all(c == "–" or -1 <= point(c) <= 1 for c in pooled[1:7])
     assert pooled[3] != "–" and pooled[4] == "–"  # LOCO on dev; none on one held-out corpus
+    assert pooled[3].count("[") == 1  # LOCO τ-b with its bootstrap interval
     assert table["react_hotpotqa"][2] == "–"  # no ReAct traces in the held-out labels
     assert "- Kendall τ-b " in out and ">= 0.8 with the same top pick (synthetic `" in out
 

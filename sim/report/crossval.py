@@ -82,6 +82,10 @@ class CrossVal:
     reference: str | None = None
     rounds: int = 0
     seed: int = 0
+    #: Detector -> its held-out standard score in each bootstrap round, ``(rounds, corpora + 1)``
+    #: (pooled last); the rounds resample the same episodes for every detector, so rankings
+    #: compare round by round (the held-out transfer's τ-b interval).
+    heldout_rounds: dict[str, np.ndarray] = field(default_factory=dict)
 
     def get(self, detector: str, corpus: str, metric: str = "score_standard") -> dict[str, Any] | None:
         for r in self.rows:
@@ -187,6 +191,7 @@ def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: st
         m = {k: corpus_metrics(t, profiles) for k, t in (("as_run_p", f.as_run[0]), ("in_p", f.in_sample[0]),
                                                          ("ho_p", f.heldout[0]), ("in_r", f.in_sample[1]),
                                                          ("ho_r", f.heldout[1]))}
+        cv.heldout_rounds[det] = m["ho_r"]["score_standard"]
         for ci, corpus in enumerate(names):
             v_out = "" if corpus == POOLED else _value(f.values[int(f.pick_out[ci])])
             for metric in METRICS:

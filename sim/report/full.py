@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from sim.report.transfer import (HELDOUT_TRANSFER_COLUMNS, TRANSFER_COLUMNS, heldout_text, heldout_transfer,
+from sim.report.transfer import (HELDOUT_TRANSFER_COLUMNS, TRANSFER_COLUMNS, heldout_text, heldout_transfer, tau_text,
                                  plot_transfer, run_scores, summary_text, transfer)
 from sim.report.analysis import Analysis, analyse, load_runs
 from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, CrossValError, Grid, check_run, corpus_cv
@@ -337,7 +337,7 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         synthetic = run_scores(data.dirs[0])
         rows, summary = transfer(synthetic, run_scores(real_dir))
         write_csv(out / "transfer.csv", rows, TRANSFER_COLUMNS)
-        held = _heldout_transfer(synthetic, _calibrated_heldout(an, synthetic), real_dir, seed)
+        held = _heldout_transfer(synthetic, _calibrated_heldout(an, synthetic), real_dir, rounds, seed)
         if held is not None:
             write_csv(out / "transfer_cv.csv", held, HELDOUT_TRANSFER_COLUMNS)
             summary["heldout"] = held
@@ -380,11 +380,6 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     return result
 
 
-#: Bootstrap rounds of the leave-one-corpus-out pass behind the held-out transfer: it ranks point
-#: estimates only, which do not depend on the rounds.
-_TRANSFER_CV_ROUNDS = 20
-
-
 def _calibrated_heldout(an: Analysis, as_run: Mapping[str, float]) -> dict[str, float]:
     """The run's scores with each detector's threshold chosen leave-one-family-out (its
     ``calibrated_heldout`` row); as run for a detector without a threshold."""
@@ -396,16 +391,17 @@ def _calibrated_heldout(an: Analysis, as_run: Mapping[str, float]) -> dict[str, 
 
 
 def _heldout_transfer(synthetic: Mapping[str, float], synthetic_heldout: Mapping[str, float], real_dir: Path,
-                      seed: int) -> list[dict[str, Any]] | None:
+                      rounds: int, seed: int) -> list[dict[str, Any]] | None:
     """The held-out transfer rows when the real run's families are corpora; None otherwise (a
-    run of one corpus, a synthetic run, a run without per-episode outcomes)."""
+    run of one corpus, a synthetic run, a run without per-episode outcomes). The τ-b intervals
+    come from the real run's bootstrap, ``rounds`` rounds (about 0.5 s for 1000)."""
     try:
         real = load_runs([real_dir])
         check_run(real)
     except CrossValError:
         return None
-    cv = corpus_cv(real, rounds=_TRANSFER_CV_ROUNDS, seed=seed)
-    return heldout_transfer(synthetic, cv.rows, cv.corpora, synthetic_heldout)
+    cv = corpus_cv(real, rounds=rounds, seed=seed)
+    return heldout_transfer(synthetic, cv.rows, cv.corpora, synthetic_heldout, cv.heldout_rounds)
 
 
 def _cv_section(doc: Doc, cv: CrossVal) -> None:
@@ -459,9 +455,6 @@ def _transfer_section(doc: Doc, an: Analysis, moved, out: Path, log: Callable[[s
                 f"{r['score_change']:+.1f}"] for r in rows])
     held = summary.get("heldout")
     if held:
-        def tau(v) -> str:
-            return "–" if v is None else f"{v:.2f}"
-
         doc.p(heldout_text(held) + " The real ranking here is leave-one-corpus-out's (`cv.csv` of `loopbench "
               "report REAL --cv corpus`): held out, each detector's threshold is chosen on the other corpora and "
               "scored on the held-out one; in-sample chooses it on all corpora; as run keeps the threshold the run "
@@ -470,8 +463,10 @@ def _transfer_section(doc: Doc, an: Analysis, moved, out: Path, log: Callable[[s
               "threshold scores the same every way.")
         doc.table(["real corpus", "detectors", "τ-b as run", "τ-b in-sample", "τ-b held out", "τ-b both held out",
                    "real top as run", "real top in-sample", "real top held out", "synthetic top's rank held out"],
-                  [[f"`{r['corpus']}`", str(r["detectors"]), tau(r["tau_as_run"]), tau(r["tau_in_sample"]),
-                    tau(r["tau_heldout"]), tau(r["tau_both_heldout"]), f"`{r['top_as_run']}`", f"`{r['top_in_sample']}`", f"`{r['top_heldout']}`",
+                  [[f"`{r['corpus']}`", str(r["detectors"]), tau_text(r["tau_as_run"]), tau_text(r["tau_in_sample"]),
+                    tau_text(r["tau_heldout"], r.get("tau_heldout_lo"), r.get("tau_heldout_hi")),
+                    tau_text(r["tau_both_heldout"], r.get("tau_both_heldout_lo"), r.get("tau_both_heldout_hi")),
+                    f"`{r['top_as_run']}`", f"`{r['top_in_sample']}`", f"`{r['top_heldout']}`",
                     str(r["synthetic_top_rank_heldout"])] for r in held])
     if summary["only_synthetic"] or summary["only_real"]:
         doc.p("Not compared (scored in one run only): " + ", ".join(

@@ -18,9 +18,13 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from sim.numbers import as_float
+import numpy as np
 
-HELDOUT_TRANSFER_COLUMNS = ["corpus", "detectors", "tau_as_run", "tau_in_sample", "tau_heldout", "tau_both_heldout",
+from sim.numbers import as_float
+from sim.scoring.uncertainty import percentile_interval
+
+HELDOUT_TRANSFER_COLUMNS = ["corpus", "detectors", "tau_as_run", "tau_in_sample", "tau_heldout", "tau_heldout_lo",
+                            "tau_heldout_hi", "tau_both_heldout", "tau_both_heldout_lo", "tau_both_heldout_hi",
                             "top_as_run", "top_in_sample", "top_heldout", "synthetic_top", "synthetic_top_rank_heldout"]
 TRANSFER_COLUMNS = ["detector", "synthetic_score", "synthetic_rank", "real_score", "real_rank", "rank_change",
                     "score_change"]
@@ -55,23 +59,21 @@ def ranks(scores: Mapping[str, float]) -> dict[str, int]:
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
     """Kendall's τ-b of two paired sequences (ties handled); None when undefined (fewer than
     two items, or one side all tied)."""
-    n = len(x)
-    concordant = discordant = tie_x = tie_y = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            dx, dy = x[i] - x[j], y[i] - y[j]
-            if dx == 0 and dy == 0:
-                continue
-            if dx == 0:
-                tie_x += 1
-            elif dy == 0:
-                tie_y += 1
-            elif (dx > 0) == (dy > 0):
-                concordant += 1
-            else:
-                discordant += 1
-    denom = ((concordant + discordant + tie_x) * (concordant + discordant + tie_y)) ** 0.5
-    return (concordant - discordant) / denom if denom else None
+    tau = kendall_tau_b_rounds(x, np.asarray([y], dtype=float))[0]
+    return None if np.isnan(tau) else float(tau)
+
+
+def kendall_tau_b_rounds(x: Sequence[float], ys: np.ndarray) -> np.ndarray:
+    """τ-b of ``x`` against each row of ``ys`` ``(rounds, n)``: concordant minus discordant
+    pairs over the square root of (pairs untied in ``x``) × (pairs untied in the row); NaN
+    where undefined or where the row holds a NaN."""
+    x = np.asarray(x, dtype=float)
+    i, j = np.triu_indices(len(x), k=1)
+    dx = np.sign(x[i] - x[j])
+    dy = np.sign(ys[:, i] - ys[:, j])
+    denom = np.sqrt(np.count_nonzero(dx) * np.count_nonzero(dy, axis=1).astype(float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, (dy @ dx) / np.where(denom > 0, denom, 1.0), np.nan)
 
 
 def transfer(synthetic: Mapping[str, float], real: Mapping[str, float]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -93,31 +95,61 @@ def transfer(synthetic: Mapping[str, float], real: Mapping[str, float]) -> tuple
 
 
 def heldout_transfer(synthetic: Mapping[str, float], cv_rows: Sequence[Mapping[str, Any]],
-                     corpora: Sequence[str], synthetic_heldout: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+                     corpora: Sequence[str], synthetic_heldout: Mapping[str, float] | None = None,
+                     heldout_rounds: Mapping[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
     """Per corpus and pooled (``"pooled"``, last): τ-b of the synthetic ranking against the real
     one as run (the thresholds the run used), in-sample and held out, the real top pick each way,
     and where the synthetic top pick ranks held out.
 
     ``cv_rows``: the rows of a :class:`sim.report.crossval.CrossVal` on the real run (its
-    ``score_standard`` point estimates are ranked; intervals are not used).
+    ``score_standard`` point estimates are ranked).
     ``synthetic_heldout``: the synthetic run's scores with each threshold chosen without the
     family scored (the report's ``calibrated_heldout``; as run for a detector without one):
     ``tau_both_heldout`` ranks both sides held out, neither tuned on what it scores.
+    ``heldout_rounds``: the CrossVal's per-round held-out scores; with them the held-out τ-b
+    values get a 95% bootstrap interval (``*_lo``, ``*_hi``, :func:`_tau_interval`): how far the
+    real traces' sampling alone moves them (the synthetic side held fixed).
     """
     out = []
-    for corpus in [*corpora, "pooled"]:
+    for ci, corpus in enumerate([*corpora, "pooled"]):
         cols = {}
         for side in ("as_run", "in_sample", "heldout"):
             cols[side] = transfer(synthetic, _side(cv_rows, corpus, side))[1]
         ho = cols["heldout"]
         both = transfer(synthetic_heldout, _side(cv_rows, corpus, "heldout"))[1] if synthetic_heldout is not None else None
+        ho_lo, ho_hi = _tau_interval(ho["kendall_tau"], synthetic, heldout_rounds, ci)
+        both_lo, both_hi = _tau_interval(both["kendall_tau"] if both is not None else None, synthetic_heldout,
+                                         heldout_rounds, ci)
         out.append({"corpus": corpus, "detectors": ho["detectors"], "tau_as_run": cols["as_run"]["kendall_tau"],
                     "tau_in_sample": cols["in_sample"]["kendall_tau"], "tau_heldout": ho["kendall_tau"],
+                    "tau_heldout_lo": ho_lo, "tau_heldout_hi": ho_hi,
                     "tau_both_heldout": both["kendall_tau"] if both is not None else None,
+                    "tau_both_heldout_lo": both_lo, "tau_both_heldout_hi": both_hi,
                     "top_as_run": cols["as_run"]["top_real"], "top_in_sample": cols["in_sample"]["top_real"],
                     "top_heldout": ho["top_real"], "synthetic_top": ho["top_synthetic"],
                     "synthetic_top_rank_heldout": ho["top_synthetic_real_rank"]})
     return out
+
+
+def _tau_interval(point: float | None, synthetic: Mapping[str, float] | None,
+                  rounds: Mapping[str, np.ndarray] | None, column: int) -> tuple[float | None, float | None]:
+    """The 95% basic bootstrap interval of τ-b between ``synthetic`` and the real held-out
+    scores of one corpus column; (None, None) without rounds.
+
+    Resampling adds noise to the real scores, and noise only breaks an order: τ-b over the rounds
+    sits below the point estimate, as the point estimate sits below the τ-b of unlimited traces.
+    The basic interval (twice the point minus the rounds' 97.5th and 2.5th percentiles, within
+    [-1, 1]) corrects for that; the plain percentile interval would put nearly all its width
+    below the point."""
+    if point is None or synthetic is None or not rounds:
+        return None, None
+    common = sorted(set(synthetic) & set(rounds))
+    if len(common) < 2:
+        return None, None
+    ys = np.stack([rounds[d][:, column] for d in common], axis=1)  # (rounds, detectors)
+    q_lo, q_hi = percentile_interval(kendall_tau_b_rounds([synthetic[d] for d in common], ys))
+    lo, hi = as_float(2 * point - q_hi), as_float(2 * point - q_lo)
+    return (None, None) if lo is None or hi is None else (max(-1.0, lo), min(1.0, hi))
 
 
 def _side(cv_rows: Sequence[Mapping[str, Any]], corpus: str, side: str) -> dict[str, float]:
@@ -126,19 +158,27 @@ def _side(cv_rows: Sequence[Mapping[str, Any]], corpus: str, side: str) -> dict[
             if r["corpus"] == corpus and r["metric"] == "score_standard" and r[side] is not None}
 
 
+def tau_text(v: float | None, lo: float | None = None, hi: float | None = None) -> str:
+    """A τ-b for a table or a line: two decimals, its interval in brackets when there is one."""
+    if v is None:
+        return "–"
+    return f"{v:.2f}" if lo is None or hi is None else f"{v:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
 def heldout_text(rows: Sequence[Mapping[str, Any]]) -> str:
     """One line: τ-b held out (as run and in-sample beside it), pooled first, then corpus by corpus."""
-    def tau(v) -> str:
-        return "–" if v is None else f"{v:.2f}"
-
     pooled = rows[-1]
-    per = "; ".join(f"{r['corpus']} {tau(r['tau_heldout'])} ({tau(r['tau_as_run'])}, {tau(r['tau_in_sample'])})"
-                    for r in rows[:-1])
+    per = "; ".join(f"{r['corpus']} {tau_text(r['tau_heldout'])} ({tau_text(r['tau_as_run'])}, "
+                    f"{tau_text(r['tau_in_sample'])})" for r in rows[:-1])
     both = ("" if pooled.get("tau_both_heldout") is None else
-            f"; both sides held out, the synthetic one leave-one-family-out, {tau(pooled['tau_both_heldout'])}")
+            f"; both sides held out, the synthetic one leave-one-family-out, "
+            f"{tau_text(pooled['tau_both_heldout'], pooled.get('tau_both_heldout_lo'), pooled.get('tau_both_heldout_hi'))}")
+    interval = ("" if pooled.get("tau_heldout_lo") is None else
+                " (95% bootstrap intervals over the real traces, the synthetic ranking held fixed)")
     return (f"Held out (leave-one-corpus-out, thresholds chosen on the other corpora): Kendall τ-b pooled "
-            f"{tau(pooled['tau_heldout'])} (as run {tau(pooled['tau_as_run'])}, thresholds chosen on all corpora "
-            f"{tau(pooled['tau_in_sample'])}{both}); the synthetic pick `{pooled['synthetic_top']}` is "
+            f"{tau_text(pooled['tau_heldout'], pooled.get('tau_heldout_lo'), pooled.get('tau_heldout_hi'))} "
+            f"(as run {tau_text(pooled['tau_as_run'])}, thresholds chosen on all corpora "
+            f"{tau_text(pooled['tau_in_sample'])}{both}){interval}; the synthetic pick `{pooled['synthetic_top']}` is "
             f"#{pooled['synthetic_top_rank_heldout']} held out. Per corpus, held out (as run, in-sample): {per}.")
 
 

@@ -8,7 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sim.cli import main
-from sim.report.transfer import kendall_tau_b, ranks, transfer
+import numpy as np
+
+from sim.report.transfer import kendall_tau_b, kendall_tau_b_rounds, ranks, transfer
 
 
 def test_tau_extremes_and_a_known_value():
@@ -29,6 +31,38 @@ def test_tau_b_matches_scipy(pairs):
         assert theirs != theirs  # NaN
     else:
         assert ours == pytest.approx(theirs)
+
+
+@given(st.lists(st.integers(0, 4), min_size=2, max_size=8), st.data())
+def test_tau_b_over_rounds_is_tau_b_of_each_round(x, data):
+    rows = data.draw(st.lists(st.lists(st.integers(0, 4), min_size=len(x), max_size=len(x)), min_size=1, max_size=5))
+    got = kendall_tau_b_rounds(x, np.asarray(rows, dtype=float))
+    for row, tau in zip(rows, got):
+        want = kendall_tau_b(x, row)
+        assert (np.isnan(tau) and want is None) or tau == pytest.approx(want)
+
+
+def test_held_out_tau_gets_a_basic_bootstrap_interval():
+    from sim.report.transfer import heldout_transfer
+
+    synthetic = {"a": 90.0, "b": 50.0, "c": 10.0}
+    cv = _cv_rows({"tau": {"a": (80, 80), "b": (60, 60), "c": (5, 5)}, "web": {"a": (70, 70), "b": (50, 50), "c": (10, 10)},
+                   "pooled": {"a": (75, 75), "b": (55, 55), "c": (8, 8)}})
+    steady = {d: np.tile(np.array([[80.0, 70.0, 75.0]]) - 25 * i, (50, 1)) for i, d in enumerate("abc")}
+    rows = heldout_transfer(synthetic, cv, ["tau", "web"], heldout_rounds=steady)
+    assert all(r["tau_heldout"] == r["tau_heldout_lo"] == r["tau_heldout_hi"] == 1.0 for r in rows)  # no noise, no width
+    # Pooled held out the real order is a, c, b (τ-b 1/3 against a, b, c); in half the rounds c
+    # also passes a (τ-b -1/3). The rounds sit below the point, so the basic interval,
+    # 2 × point − the rounds' percentiles, lies above it: [1/3, 1].
+    moved = {"a": np.tile([[80.0, 70.0, 75.0]], (50, 1)), "b": np.tile([[55.0, 45.0, 50.0]], (50, 1)),
+             "c": np.tile([[30.0, 20.0, 60.0]], (50, 1))}
+    moved["c"][::2, 2] = 90.0
+    cv_moved = _cv_rows({"tau": {"a": (80, 80), "b": (55, 55), "c": (30, 30)}, "web": {"a": (70, 70), "b": (45, 45), "c": (20, 20)},
+                         "pooled": {"a": (75, 75), "b": (50, 50), "c": (60, 60)}})
+    pooled = heldout_transfer(synthetic, cv_moved, ["tau", "web"], heldout_rounds=moved)[-1]
+    assert pooled["tau_heldout"] == pytest.approx(1 / 3)
+    assert (pooled["tau_heldout_lo"], pooled["tau_heldout_hi"]) == (pytest.approx(1 / 3), 1.0)
+    assert pooled["tau_both_heldout_lo"] is None  # no synthetic held-out scores given
 
 
 def test_ranks_share_ties_and_transfer_summarises():
@@ -115,6 +149,8 @@ def test_report_transfer_against_a_real_run_adds_the_held_out_ranking(tmp_path):
     assert [r["corpus"] for r in rows] == ["react_hotpotqa", "tau_bench_airline", "pooled"]
     assert all(int(r["detectors"]) == 4 for r in rows)
     assert all(-1 <= float(r["tau_heldout"]) <= 1 for r in rows if r["tau_heldout"])
+    assert all(-1 <= float(r["tau_heldout_lo"]) <= float(r["tau_heldout_hi"]) <= 1 for r in rows if r["tau_heldout_lo"])
+    assert rows[-1]["tau_heldout_lo"] and f"pooled {float(rows[-1]['tau_heldout']):.2f} [" in r.output
     report = (tmp_path / "synth" / "report.md").read_text(encoding="utf-8")
     assert "| real corpus | detectors | τ-b as run | τ-b in-sample | τ-b held out | τ-b both held out |" in report
     assert all(r["tau_both_heldout"] for r in rows)
