@@ -3,7 +3,9 @@
 A suite is a TOML file in ``scenarios/suites/`` (or any path). Keys: ``name``,
 ``description``, ``seed``, ``episodes`` (per family), ``mode`` (open | closed | both),
 optional ``families`` (default: every registered family) and ``detectors`` (default:
-every registered detector), ``[family_params.NAME]`` tables, ``[detector_params.NAME]``
+every registered detector), ``[family_params.NAME]`` tables, a ``[family_defaults]`` table
+(parameters for every family that has them, under its own ``[family_params.NAME]``:
+``blip_share = 0`` for a suite without blips), ``[detector_params.NAME]``
 tables (parameters a suite gives its listed detectors unless the user sets them), and a
 ``[family_weights]`` table: a family of weight ``w`` gets ``round(w * episodes)`` episodes
 (at least one), so that the suite's mix of loops can follow what real traces show.
@@ -22,6 +24,11 @@ from typing import Any
 
 from . import injected_suite, realsuite
 from .base import FAMILIES, make_scenario, registered
+
+
+#: The keys a suite file may hold (module docstring).
+SUITE_KEYS = frozenset({"name", "description", "seed", "episodes", "mode", "families", "detectors", "family_params",
+                        "detector_params", "family_weights", "family_defaults"})
 
 
 class SuiteError(ValueError):
@@ -78,6 +85,9 @@ def load_suite(name_or_path: str) -> Suite:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{where}: {exc}") from None
+    unknown_keys = sorted(set(data) - SUITE_KEYS)
+    if unknown_keys:  # a misspelt table would otherwise be ignored without a word
+        raise SuiteError(f"{where}: unknown key(s) {', '.join(unknown_keys)} (known: {', '.join(sorted(SUITE_KEYS))})")
     fams = data.get("families") or sorted(FAMILIES)
     unknown = [f for f in fams if f not in FAMILIES]
     if unknown:
@@ -101,6 +111,7 @@ def load_suite(name_or_path: str) -> Suite:
         suite.family_weights[fam] = float(w)
     if suite.mode not in ("open", "closed", "both"):
         raise SuiteError(f"{where}: mode must be open, closed or both")
+    _apply_family_defaults(suite, data.get("family_defaults", {}), where)
     for fam, params in suite.family_params.items():
         if fam not in FAMILIES:
             raise SuiteError(f"{where}: family_params for unknown family {fam!r}")
@@ -115,3 +126,17 @@ def load_suite(name_or_path: str) -> Suite:
         except (ValueError, TypeError, IndexError) as exc:
             raise SuiteError(f"{where}: family_params.{fam}: {exc}") from None
     return suite
+
+
+def _apply_family_defaults(suite: Suite, defaults: Any, where: str) -> None:
+    """``[family_defaults]``: each parameter given to every registered family that has it,
+    below the family's own ``[family_params.NAME]`` values."""
+    if not isinstance(defaults, dict):
+        raise SuiteError(f"{where}: family_defaults must be a table of parameters")
+    for key in defaults:
+        if not any(key in info.defaults for info in FAMILIES.values()):
+            raise SuiteError(f"{where}: family_defaults.{key}: no family has this parameter")
+    for fam, info in FAMILIES.items():
+        given = {k: v for k, v in defaults.items() if k in info.defaults}
+        if given:
+            suite.family_params[fam] = {**given, **suite.family_params.get(fam, {})}

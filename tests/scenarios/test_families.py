@@ -209,3 +209,21 @@ def test_a_family_parameter_the_family_cannot_use_is_one_line_before_the_run(tab
     [line] = r.stderr.strip().splitlines()
     assert line.startswith(f"loopbench: error: {suite}: ") and says in line, r.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_family_defaults_reach_every_family_with_the_parameter_below_its_own_table(tmp_path):
+    from scenarios.suites import SuiteError, load_suite
+
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\nfamilies = ["stale", "paraphrased", "healthy"]\n[family_defaults]\nblip_share = 0\n'
+                    '[family_params.paraphrased]\nblip_share = 1.0\n')
+    suite = load_suite(str(path))
+    assert suite.family_params["stale"] == {"blip_share": 0} and suite.family_params["paraphrased"] == {"blip_share": 1.0}
+    assert "healthy" not in suite.family_params  # no such parameter there
+    assert "blip" not in make_scenario("stale", 0, **suite.family_params["stale"]).meta
+    path.write_text('name = "s"\n[family_defaults]\nblip_shares = 0\n')
+    with pytest.raises(SuiteError, match="family_defaults.blip_shares: no family has this parameter"):
+        load_suite(str(path))
+    path.write_text('name = "s"\n[family_default]\nblip_share = 0\n')  # a misspelt table is not ignored
+    with pytest.raises(SuiteError, match=r"unknown key\(s\) family_default \(known: "):
+        load_suite(str(path))
