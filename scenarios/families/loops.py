@@ -84,6 +84,9 @@ def build_looping(rng: random.Random, p: dict[str, Any], kind: str,
     share = p.get("blip_share", 0.0)
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
         raise ValueError(f"blip_share must be a number in [0, 1], not {share!r}")
+    if share > 0 and (span(p["blip_length"])[0] < 1 or span(p["blip_after"])[0] < 0):
+        raise ValueError(f"blip_length must be at least 1 and blip_after at least 0, not {p['blip_length']!r} and "
+                         f"{p['blip_after']!r}")
     blip = share > 0 and rng.random() < share  # drawn only when asked: blip_share = 0 keeps the episodes as they were
     if share > 0:
         meta["blip"] = blip

@@ -196,6 +196,7 @@ def test_the_default_mix_has_blips_and_runaway_loops_about_half_each():
     ("[family_params.stale]\nblip_share = 1.5\n", "family_params.stale: blip_share must be a number in [0, 1], not 1.5"),
     ("[family_params.stale]\nblip_share = \"half\"\n", "blip_share must be a number in [0, 1], not 'half'"),
     ("[family_params.noisy_repeat]\ndifficulty = 2\n", "family_params.noisy_repeat: difficulty must lie in [0, 1]"),
+    ("[family_params.stale]\nblip_length = 0\n", "family_params.stale: blip_length must be at least 1"),
 ])
 def test_a_family_parameter_the_family_cannot_use_is_one_line_before_the_run(table, says, tmp_path):
     from click.testing import CliRunner
