@@ -40,8 +40,8 @@ are checked where they decide the label: no successful write between the repeate
 and its repeat, the repeated call is not a write that succeeded nor a note to self, and
 :func:`scenarios.labeling.args_match` reads a cosmetic, paraphrased or drifted call as
 that kind of re-issue. After the injection the trace ends (``END_SHARE`` of the time: a
-loop that runs to the end, repeated until the trace is as long as its source, as real
-ones do) or goes on with the source's remaining calls, labelled clean, up to the first one that would re-issue an injected call (that
+loop that runs to the end, repeated until the trace is as long as its source, as a third of
+the real ones do: docs/inject.md) or goes on with the source's remaining calls, labelled clean, up to the first one that would re-issue an injected call (that
 one and the rest are dropped: the source never saw the injection, so its later calls
 cannot be judged against it).
 
