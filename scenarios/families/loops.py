@@ -81,15 +81,10 @@ def build_looping(rng: random.Random, p: dict[str, Any], kind: str,
     meta: dict[str, Any] = {"tree": tree}
     info: dict[str, Any] = {}
 
-    share = p.get("blip_share", 0.0)
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
-        raise ValueError(f"blip_share must be a number in [0, 1], not {share!r}")
-    if share > 0 and (span(p["blip_length"])[0] < 1 or span(p["blip_after"])[0] < 0):
-        raise ValueError(f"blip_length must be at least 1 and blip_after at least 0, not {p['blip_length']!r} and "
-                         f"{p['blip_after']!r}")
-    blip = share > 0 and rng.random() < share  # drawn only when asked: blip_share = 0 keeps the episodes as they were
-    if share > 0:
-        meta["blip"] = blip
+    drawn = _draw_blip(rng, p)
+    blip = bool(drawn)
+    if drawn is not None:
+        meta["blip"] = drawn
 
     def stuck_script(sb: PathBuilder) -> Script:
         stuck = setup(sb, rng, p)
@@ -119,6 +114,20 @@ def build_looping(rng: random.Random, p: dict[str, Any], kind: str,
     chosen = persona or rng.choice(tuple(p.get("personas") or ("stubborn",)))
     meta["persona"] = chosen
     return Scenario("", "", 0, world, script, chosen, meta=meta, recover_p=float(p.get("recover_p", 0.7)))
+
+
+def _draw_blip(rng: random.Random, p: dict[str, Any]) -> bool | None:
+    """Whether this episode's loop is a blip; None without a draw (``blip_share`` 0), so that
+    a suite without blips keeps the episodes it had."""
+    share = p.get("blip_share", 0.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+        raise ValueError(f"blip_share must be a number in [0, 1], not {share!r}")
+    if share == 0:
+        return None
+    if span(p["blip_length"])[0] < 1 or span(p["blip_after"])[0] < 0:
+        raise ValueError(f"blip_length must be at least 1 and blip_after at least 0, not {p['blip_length']!r} and "
+                         f"{p['blip_after']!r}")
+    return rng.random() < share
 
 
 def _blip_end(stuck: Stuck, redundant: int) -> int:
