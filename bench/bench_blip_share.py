@@ -19,8 +19,6 @@ are. This script checks that rule as the project adopts any rule, leaving one co
 from __future__ import annotations
 
 import argparse
-import csv
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,30 +28,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench_heldout import num, read_rows, run_loopbench  # noqa: E402
 from bench_loco import default_corpus  # noqa: E402
 from scenarios.base import FAMILIES, loop_families  # noqa: E402
 from scenarios.suites import Suite, load_suite  # noqa: E402
 from sim.report.transfer import tau_text  # noqa: E402
 from sim.tuning.toml_out import toml_key, toml_value  # noqa: E402
 
-
-def _loopbench(args: list[str]) -> None:
-    print("$ loopbench " + " ".join(args), flush=True)
-    done = subprocess.run([sys.executable, "-m", "sim.cli", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
-    if done.returncode:
-        sys.exit(f"bench_blip_share: loopbench {args[0]} failed: {done.stderr.strip().splitlines()[-1]}")
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+WHO = "bench_blip_share"  # names this script in a failure's one line
 
 
 def real_blips(run: Path) -> dict[str, tuple[int, int]]:
     """Corpus -> (labelled loops, blips among them), from a real run's episodes.csv (the
     severity is the labels', the same for every detector: the first one's rows are read)."""
-    rows = _rows(run / "episodes.csv")
+    rows = read_rows(run / "episodes.csv")
     first = rows[0]["detector"] if rows else None
     out: dict[str, list[int]] = {}
     for r in rows:
@@ -94,20 +82,19 @@ def transfer_at(share: float, suite: Suite, real: Path, out: Path, detectors: st
     path = out / f"suite-{share:g}.toml"
     path.write_text(suite_toml(suite, share), encoding="utf-8")
     run = out / f"synthetic-{share:g}"
-    _loopbench(["run", "--suite", str(path), "--out", str(run), "--no-progress", "--no-report", "--force"]
-               + (["--detectors", detectors] if detectors else []))
-    _loopbench(["report", str(run), "--transfer", str(real), "--rounds", str(rounds)])
+    run_loopbench(["run", "--suite", str(path), "--out", str(run), "--no-progress", "--no-report", "--force"]
+                  + (["--detectors", detectors] if detectors else []), WHO)
+    run_loopbench(["report", str(run), "--transfer", str(real), "--rounds", str(rounds)], WHO)
     cv = run / "transfer_cv.csv"
     if not cv.is_file():
         sys.exit(f"bench_blip_share: {real} has fewer than two corpora: nothing to hold out")
-    return {r["corpus"]: r for r in _rows(cv)}
+    return {r["corpus"]: r for r in read_rows(cv)}
 
 
 def _tau(row: dict | None, col: str) -> str:
     if row is None:
         return "–"
-    num = lambda k: None if row.get(k) in (None, "") else float(row[k])  # noqa: E731
-    return tau_text(num(col), num(f"{col}_lo"), num(f"{col}_hi"))
+    return tau_text(num(row.get(col)), num(row.get(f"{col}_lo")), num(row.get(f"{col}_hi")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         real = out / "real-dev"
-        _loopbench(["run", "--suite", "real-dev", "--corpus", str(corpus), "--out", str(real), "--no-progress",
-                    "--no-report", "--force"] + (["--detectors", args.detectors] if args.detectors else []))
+        run_loopbench(["run", "--suite", "real-dev", "--corpus", str(corpus), "--out", str(real), "--no-progress",
+                       "--no-report", "--force"] + (["--detectors", args.detectors] if args.detectors else []), WHO)
         counts = real_blips(real)
         pooled, loo = shares(counts)
         print("\nLabelled real loops and their blips (a redundant call or two, then the agent moved on):\n")

@@ -43,12 +43,13 @@ TARGETS = {"recall": (">=", 0.85), "early_rate": ("<=", 0.03), "false_alarm_rate
 TRANSFER_TARGET = 0.8
 
 
-def _loopbench(args: list[str]) -> None:
+def run_loopbench(args: list[str], who: str = "bench_heldout") -> None:
+    """``loopbench ARGS`` in a subprocess, echoed; a failure ends ``who`` with loopbench's last line."""
     cmd = [sys.executable, "-m", "sim.cli", *args]
     print("$ loopbench " + " ".join(args), flush=True)
     done = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode:
-        sys.exit(f"bench_heldout: loopbench {args[0]} failed: {done.stderr.strip().splitlines()[-1]}")
+        sys.exit(f"{who}: loopbench {args[0]} failed: {done.stderr.strip().splitlines()[-1]}")
 
 
 def run_and_report(out: Path, corpus: Path, detectors: str | None, rounds: int, labels: Path | None,
@@ -56,31 +57,31 @@ def run_and_report(out: Path, corpus: Path, detectors: str | None, rounds: int, 
     """Run real-dev (with ``labels`` in place of the shipped ones) and report it; ``detectors``
     None scores every registered detector."""
     t0 = time.perf_counter()
-    _loopbench(["run", "--suite", "real-dev", "--corpus", str(corpus), "--out", str(out), "--no-progress",
+    run_loopbench(["run", "--suite", "real-dev", "--corpus", str(corpus), "--out", str(out), "--no-progress",
                 "--no-report", "--force", *extra] + (["--detectors", detectors] if detectors else [])
                + (["--labels", str(labels)] if labels else []))
-    _loopbench(["report", str(out), "--rounds", str(rounds)])
+    run_loopbench(["report", str(out), "--rounds", str(rounds)])
     print(f"  {time.perf_counter() - t0:.1f} s", flush=True)
     return out
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
+def read_rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
 
 def figures(run: Path) -> dict:
     """What the tables print, read from a reported run folder."""
-    metrics = {(r["detector"], r["family"]): r for r in _rows(run / "metrics.csv")}
-    ci = {(r["detector"], r["family"], r["metric"]): r for r in _rows(run / "intervals.csv")}
-    paired = {(r["detector_a"], r["detector_b"], r["metric"]): r for r in _rows(run / "paired.csv")}
-    deploy = {(r["detector"], r["action"], r["metric"]): r for r in _rows(run / "deploy.csv")}
+    metrics = {(r["detector"], r["family"]): r for r in read_rows(run / "metrics.csv")}
+    ci = {(r["detector"], r["family"], r["metric"]): r for r in read_rows(run / "intervals.csv")}
+    paired = {(r["detector_a"], r["detector_b"], r["metric"]): r for r in read_rows(run / "paired.csv")}
+    deploy = {(r["detector"], r["action"], r["metric"]): r for r in read_rows(run / "deploy.csv")}
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     return {"metrics": metrics, "ci": ci, "paired": paired, "deploy": deploy, "run": run,
             "problems": manifest.get("label_problems") or []}
 
 
-def _num(v: str | None) -> float | None:
+def num(v: str | None) -> float | None:
     return None if v in (None, "") else float(v)
 
 
@@ -131,7 +132,7 @@ def _pair_diff(fig: dict, a: str, b: str) -> tuple[float, float | None, float | 
         r, sign = fig["paired"].get((b, a, "score_standard")), -1.0
     if r is None:
         return None
-    lo, hi = _num(r["lo"]), _num(r["hi"])
+    lo, hi = num(r["lo"]), num(r["hi"])
     if lo is None or hi is None:
         return sign * float(r["diff"]), None, None
     lo, hi = sorted((sign * lo, sign * hi))
@@ -196,27 +197,27 @@ def target_lines(held: dict, guard: str, reference: str) -> list[str]:
     return lines
 
 
-def transfer_rows(synthetic: Path, real: Path, out: Path) -> dict[str, dict]:
+def transfer_rows(synthetic: Path, real: Path, out: Path, rounds: int = 1000) -> dict[str, dict]:
     """How far the synthetic run's ranking holds on the real run, by corpus and pooled: τ-b as run
     (each run's ``metrics.csv``) and, where the real run has two corpora or more, leave-one-corpus-out
     (``loopbench report SYNTHETIC --transfer REAL`` into ``out``: its ``transfer_cv.csv``)."""
     def scores(metrics: list[dict[str, str]], family: str) -> dict[str, float]:
         return {r["detector"]: float(r["score_standard"]) for r in metrics
-                if r["family"] == family and _num(r["score_standard"]) is not None}
+                if r["family"] == family and num(r["score_standard"]) is not None}
 
-    syn = scores(_rows(synthetic / "metrics.csv"), "all")
-    real_metrics = _rows(real / "metrics.csv")
+    syn = scores(read_rows(synthetic / "metrics.csv"), "all")
+    real_metrics = read_rows(real / "metrics.csv")
     families = sorted({r["family"] for r in real_metrics} - {"all"})
     rows: dict[str, dict] = {}
     for corpus, family in [(f, f) for f in families] + [("pooled", "all")]:
         _, summary = transfer(syn, scores(real_metrics, family))
         rows[corpus] = {"tau_as_run": summary["kendall_tau"], "top_as_run": summary["top_real"],
                         "synthetic_top": summary["top_synthetic"]}
-    # 1000 rounds: the held-out τ-b get their bootstrap intervals (about 7 s for the report).
-    _loopbench(["report", str(synthetic), "--transfer", str(real), "--out", str(out), "--rounds", "1000"])
+    # ``rounds`` bootstrap rounds give the held-out τ-b their intervals (about 7 s for 1000).
+    run_loopbench(["report", str(synthetic), "--transfer", str(real), "--out", str(out), "--rounds", str(rounds)])
     if (out / "transfer_cv.csv").is_file():
-        for r in _rows(out / "transfer_cv.csv"):
-            rows.setdefault(r["corpus"], {}).update({k: _num(r.get(k)) for k in (
+        for r in read_rows(out / "transfer_cv.csv"):
+            rows.setdefault(r["corpus"], {}).update({k: num(r.get(k)) for k in (
                 "tau_heldout", "tau_heldout_lo", "tau_heldout_hi",
                 "tau_both_heldout", "tau_both_heldout_lo", "tau_both_heldout_hi")})
     return rows
@@ -297,8 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     moved = None
     if args.transfer is not None:
         synthetic = args.transfer.resolve()
-        moved = (transfer_rows(synthetic, out / "dev", out / "transfer-dev"),
-                 transfer_rows(synthetic, out / "heldout", out / "transfer-heldout"))
+        moved = (transfer_rows(synthetic, out / "dev", out / "transfer-dev", args.rounds),
+                 transfer_rows(synthetic, out / "heldout", out / "transfer-heldout", args.rounds))
         lines += [""] + transfer_lines(*moved)
     if args.targets:
         lines += [""] + target_lines(held, pair[0], pair[1])

@@ -16,9 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import pandas as pd
-
 import numpy as np
+import pandas as pd
 
 from sim.numbers import as_float
 from sim.scoring.uncertainty import percentile_interval
