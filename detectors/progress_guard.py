@@ -86,6 +86,8 @@ RULES: dict[str, str] = {
                    "only in their numbers, is a repeat",
     "write_progress": "a write that went through is progress for the drift layer, even when its answer "
                       "repeats a record read before",
+    "write_resets": "a write that went through starts the no-progress count again: what the agent "
+                    "read before it changed is no evidence against what it reads after",
     "code_cosmetic": "code and command arguments compare with comments and blank lines dropped",
     "error_news": "an error that says something new (another id, new text) breaks a same-error streak",
     "not_found_items": "a not-found answer is news only through the items it lists",
@@ -944,6 +946,8 @@ class ProgressGuard(Detector):
             # Other code printing the very same output verifies a figure another way: not a
             # loop, and no evidence either way (re-running the same code is the signature layer's).
             stale_streak = state.stale_streak
+        elif write_ok and "write_resets" not in rules:
+            stale_streak = 0
         elif (not all_tokens and not observation.error) or transient or (mode == "mutating" and not observation.error):
             # An acknowledgement ("wrote 189 bytes"), an empty result or a transient outage is
             # no evidence either way: the agent acted, it did not ask.

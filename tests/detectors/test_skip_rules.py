@@ -119,6 +119,20 @@ def fan_out(g: LoopGuard) -> Verdict:
     return g.check("pay", {"order_id": "O7", "payment_id": "gift_card_13"}).verdict  # the third listed card
 
 
+def write_resets(g: LoopGuard) -> Verdict:
+    source = ["def width(text, tab_size):  # cells drawn", "    cells = len(text.expandtabs(tab_size))",
+              "    return cells  # the drawn width in cells"]
+    g.record("execute_bash", {"command": "cat src/core.py"}, "\n".join(source))
+    g.record("execute_bash", {"command": "ls tests"}, "test_core.py  test_layout.py  conftest.py")
+    for line in source[:2]:  # lines found again: nothing new
+        g.record("execute_bash", {"command": f"grep -F '{line.split()[1]}' src/core.py"}, line)
+    g.record("str_replace_editor", {"command": "str_replace", "path": "/repo/src/core.py", "old_str": source[1],
+                                    "new_str": "    cells = len(text.expandtabs(tab_size or 8))"},
+             "The file /repo/src/core.py has been edited.")
+    g.record("execute_bash", {"command": "grep -F 'return' src/core.py"}, source[2])  # a line the edit left
+    # the tests after the edit: were the write not counted, a fourth result in a row that added nothing
+    return g.check("execute_bash", {"command": "python -m pytest -q tests"}).verdict
+
 #: rule -> (its case, the verdict with every rule on)
 CASES = {
     "transient_retry": (transient_retry, ALLOW), "unanswered_retry": (unanswered_retry, ALLOW),
@@ -127,6 +141,7 @@ CASES = {
     "error_news": (error_news, ALLOW), "not_found_items": (not_found_items, NUDGE),
     "short_answer": (short_answer, ALLOW), "report_once": (report_once, ALLOW), "cross_check": (cross_check, ALLOW),
     "echo_mask": (echo_mask, NUDGE), "paging_poll": (paging_poll, ALLOW), "fan_out": (fan_out, ALLOW),
+    "write_resets": (write_resets, ALLOW),
 }
 
 
