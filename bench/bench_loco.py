@@ -8,7 +8,10 @@ code as ``loopbench report RUN --cv corpus`` — and prints, per detector and co
 - **dev**: the run as it is (each detector at the values it shipped with, which were derived
   on these very traces);
 - **in-sample** (score only): the threshold chosen on all corpora, the scored one included;
-- **LOCO**: the threshold chosen on the other corpora, scored on the held-out one;
+- **LOCO**: the threshold chosen on the other corpora, scored on the held-out one; a detector
+  that declares which corpora its rules were written from (``progress_guard``) is scored on
+  each held-out corpus without those rules, as ``loopbench report --cv corpus`` does
+  (``--keep-rules``: with them, its LOCO figures are then its dev ones);
 
 each as score / recall / early rate / FAR / recall − FAR, the threshold both ways, then the
 pair's held-out paired bootstrap intervals (A − B) per corpus and pooled. ``--cv-param``
@@ -17,7 +20,7 @@ over the run's episodes), as ``loopbench report --cv corpus --cv-param`` does.
 
     python bench/bench_loco.py [--run RUN_DIR | --out RUN_DIR] [--corpus DIR] [--detectors a,b]
                                [--pair progress_guard,exact] [--cv-param DET.PARAM=V1,V2 ...]
-                               [--rounds 1000] [--seed 0]
+                               [--keep-rules] [--rounds 1000] [--seed 0]
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from sim.report.analysis import load_runs  # noqa: E402
 from sim.report.crossval import POOLED, corpus_cv  # noqa: E402
-from sim.tuning.loco import cv_grids, parse_cv_params  # noqa: E402
+from sim.tuning.loco import cv_grids, parse_cv_params, rule_grids  # noqa: E402
 
 #: Where the shared corpora sit beside a checkout (main) or a worktree (one level deeper).
 CORPUS_CANDIDATES = (ROOT.parent / "shared" / "corpora" / "real", ROOT.parent.parent / "shared" / "corpora" / "real")
@@ -67,7 +70,7 @@ def _ci(r, key: str, digits: int = 1) -> str:
     return f"{r[key]:+.{digits}f} [{_f(r[key + '_lo'], digits)}, {_f(r[key + '_hi'], digits)}]{mark}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", type=Path, help="A saved real-dev run folder (skip the run).")
     ap.add_argument("--out", type=Path, default=Path("runs/bench-loco"), help="Where to write the run when not --run.")
@@ -76,9 +79,12 @@ def main() -> None:
     ap.add_argument("--pair", default="progress_guard,exact", help="A,B: held-out A − B with paired intervals.")
     ap.add_argument("--cv-param", action="append", default=[],
                     help="DETECTOR.PARAM=V1,V2,...: a default also chosen per fold, re-simulated per value (repeatable).")
+    ap.add_argument("--keep-rules", action="store_true",
+                    help="Keep every detector's rules in held out (default: each corpus is scored without the rules "
+                         "written from it).")
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     a, b = args.pair.split(",")
     if args.run is None:
         corpus = args.corpus or default_corpus()
@@ -90,12 +96,21 @@ def main() -> None:
     t0 = time.perf_counter()
     data = load_runs([run_dir])
     dets = args.detectors.split(",") if args.detectors else None
-    grids = None
+    grids = {}
     if args.cv_param:
         grids = cv_grids(run_dir, data.specs, parse_cv_params(args.cv_param, data.specs), data.delta)
         print(f"--cv-param: {', '.join(f'{d} {g.param} ({len(g.values)} cells)' for d, g in grids.items())} "
               f"re-simulated in {time.perf_counter() - t0:.1f} s")
-    cv = corpus_cv(data, rounds=args.rounds, seed=args.seed, reference=b, detectors=dets, grids=grids)
+    if not args.keep_rules:
+        t1, notes = time.perf_counter(), []
+        held = rule_grids(data, set(grids), notes)
+        for n in notes:
+            print(f"note: {n}")
+        if held:
+            print(f"rules held out: {', '.join(f'{d} ({len(g.values) - 1} corpora)' for d, g in held.items())}, "
+                  f"re-simulated in {time.perf_counter() - t1:.1f} s")
+        grids = {**grids, **held}
+    cv = corpus_cv(data, rounds=args.rounds, seed=args.seed, reference=b, detectors=dets, grids=grids or None)
     seconds = time.perf_counter() - t0
     n_eps = data.outcomes["episode"].nunique()
     print(f"run folder: {run_dir} ({n_eps} episodes; corpora: {', '.join(cv.corpora)})")
@@ -127,6 +142,8 @@ def main() -> None:
         print(f"\n{a} ahead of {b} (held-out score) on {len(ahead)} of {len(cv.corpora)} corpora"
               f"{' (' + ', '.join(ahead) + ')' if ahead else ''}; pooled {_ci(pooled, 'vs_reference')}: the interval "
               f"{'excludes' if excl else 'does not exclude'} 0.")
+    return 0
+
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -99,6 +99,25 @@ RULES: dict[str, str] = {
     "fan_out": "a call naming an identifier an earlier result listed, which no call of a same-error streak "
                "named, is fan-out over items: the streak does not make it a loop",
 }
+#: The real corpora whose dev traces a rule or a layer was written from (docs/detectors.md, "built
+#: from" in the rule ablation): ``--cv-rules`` holds them out with the corpus. A part not named
+#: came from a tool's documentation, HTTP semantics, the seeds, the field's guards, the
+#: synthetic suite or runs that are no corpus here (the public OpenHands coding runs).
+RULES_FROM: dict[str, tuple[str, ...]] = {
+    "unanswered_retry": ("magentic_one",),
+    "failed_write": ("tau_bench_airline",),
+    "code_cosmetic": ("captain_agent",),
+    "not_found_items": ("react_hotpotqa",),
+    "short_answer": ("tau_bench_airline",),
+    "paging_poll": ("react_hotpotqa", "magentic_one"),
+    "report_once": ("magentic_one",),
+    "fan_out": ("tau_bench_airline",),
+    "error_news": ("tau_bench_airline",),
+}
+LAYERS_FROM: dict[str, tuple[str, ...]] = {
+    "not_there": ("react_hotpotqa",),  # ReAct's Lookup
+    "no_reply": ("magentic_one",),  # an orchestrator re-delegating to a silent agent
+}
 #: What the semantic layer compares: the model's sentence vectors, or static word-piece vectors.
 SEMANTIC_VECTORS = ("model", "static")
 
@@ -405,6 +424,7 @@ class ProgressGuard(Detector):
 
     #: What each rule ``skip_rules`` may name says (``loopbench list progress_guard`` prints it).
     value_docs = {"skip_rules": RULES}
+    derived_from = {"skip_rules": RULES_FROM, "skip_layers": LAYERS_FROM}
 
     #: The graduated response: a finding's score is 1 + the strikes before it; it halts iff the
     #: score >= 1 + stop_after, and is voiced at all iff the score >= 1 + nudge_after.

@@ -181,6 +181,12 @@ class Detector:
     #: What each value a parameter takes means, where the names alone do not say (``progress_guard``'s
     #: ``skip_rules``: rule -> what it says); ``loopbench list DETECTOR`` prints them.
     value_docs: ClassVar[Mapping[str, Mapping[str, str]]] = {}
+    #: Where the detector's own rules came from: a list parameter that switches parts off
+    #: (``progress_guard``'s ``skip_rules``, ``skip_layers``) -> each part it can name -> the real
+    #: corpora (``real-dev`` family names) whose traces that part was written from. Leave-one-
+    #: corpus-out with ``--cv-rules`` scores each held-out corpus with the parts written from it
+    #: switched off: the detector as it would be had that corpus never been read.
+    derived_from: ClassVar[Mapping[str, Mapping[str, tuple[str, ...]]]] = {}
     #: Conformance checks (``detectors.testing``) this detector fails on purpose: name -> reason.
     expected_failures: ClassVar[Mapping[str, str]] = {}
     #: Cumulative cost counters a runner reports in ``timings.csv`` (see :data:`COST_COUNTERS`):

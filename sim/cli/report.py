@@ -20,15 +20,20 @@ from sim.cli.app import LoopbenchError, main
 @click.option("--cv-param", "cv_params", multiple=True,
               help="With --cv corpus: DETECTOR.PARAM=V1,V2,... also chosen per fold, each value re-simulated over the "
                    "run's episodes (repeatable; several for one detector make a grid).")
+@click.option("--cv-rules/--no-cv-rules", default=True, show_default=True,
+              help="Leave-one-corpus-out (--cv corpus, and the real side of --transfer) also holds out the rules a "
+                   "detector declares were written from each corpus: each held-out corpus is scored without them.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, cv_params, as_json) -> None:
+def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, cv_params, cv_rules, as_json) -> None:
     """Write report.md, report.html, plots/ and the interval, paired, threshold and Δ tables.
 
     Several RUN_DIRs (for example the same suite at several seeds) are pooled: their
     episodes count as more episodes of each family. With --transfer REAL_RUN the report shows
     how far the synthetic ranking holds on real traces (Kendall τ, top picks, per-detector deltas).
     With --cv corpus (a run on real traces, one family per corpus) every detector's threshold is
-    chosen on the other corpora and scored on each held-out one (cv.csv, a section, a table).
+    chosen on the other corpora and scored on each held-out one (cv.csv, a section, a table);
+    a detector that declares which corpora its rules were written from (progress_guard) is
+    scored on each held-out corpus without those rules (--no-cv-rules keeps them in).
     """
     from sim.config.runfolder import RunFolderError
     from sim.report.crossval import CrossValError, cv_text
@@ -42,13 +47,14 @@ def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, cv_params, as_json
 
         return cv_grids(data.dirs[0], data.specs, parse_cv_params(cv_params, data.specs), data.delta)
     from sim.report.full import write_report
+    from sim.tuning.loco import rule_grids
 
     if len(run_dirs) > 1 and out is None:
         raise LoopbenchError("pooling several run folders needs --out DIR for the report")
     try:
         summary = write_report(run_dirs, out, rounds=rounds, seed=seed, transfer_run=transfer_run,
                                log=lambda m: click.echo(f"loopbench: {m}", err=True), cv=cv,
-                               cv_grids=grids if cv_params else None)
+                               cv_grids=grids if cv_params else None, rule_grids=rule_grids if cv_rules else None)
     except (FileNotFoundError, RunFolderError, CrossValError, TuningError) as exc:
         raise LoopbenchError(str(exc)) from None
     crossval = summary.pop("cv", None)

@@ -131,6 +131,15 @@ def fold_totals(pf: np.ndarray, d_idx: int, std) -> tuple[np.ndarray, np.ndarray
     return _with_pool(as_run), _with_pool(in_sample), _with_pool(heldout), pick_out, pick_in
 
 
+def fixed_folds(pf: np.ndarray, d_idx: int, cells: Sequence[int]) -> tuple[np.ndarray, ...]:
+    """:func:`fold_totals` when each corpus's held-out cell is given (``cells[c]``), not chosen:
+    in-sample is the run's cell."""
+    as_run = pf[..., d_idx, :]
+    pick_out = np.broadcast_to(np.asarray(cells, dtype=int), pf.shape[:-2])
+    return (_with_pool(as_run), _with_pool(as_run), _with_pool(take(pf, pick_out)), pick_out,
+            np.full(pf.shape[:-3], d_idx))
+
+
 @dataclass
 class Grid:
     """A detector's outcomes at every cell of a parameter grid (re-simulated by
@@ -140,6 +149,10 @@ class Grid:
     values: list[str]  # each cell as text
     default_index: int  # the cell the run used
     outcomes: list[list[Outcome]]
+    #: Corpus -> the cell it is scored with held out, in place of a choice on the other corpora
+    #: (``--cv-rules``: the detector without the rules written from that corpus); in-sample is
+    #: then the run's cell.
+    heldout_cells: Mapping[str, int] | None = None
 
 
 def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: str = REFERENCE,
@@ -177,8 +190,13 @@ def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: st
         else:  # no stored trace to re-score from: as run
             x = episode_totals(by_det[det], index, data.delta)[:, None, :]
             (point, rounds_t), param, values, d_idx = boot.family_totals(x), None, [None], 0
-        ar_p, in_p, ho_p, pick_out, pick_in = fold_totals(point, d_idx, std)
-        ar_r, in_r, ho_r, _, _ = fold_totals(rounds_t, d_idx, std)
+        fixed = grids[det].heldout_cells if grids and det in grids else None
+        if fixed is not None:
+            ar_p, in_p, ho_p, pick_out, pick_in = fixed_folds(point, d_idx, [fixed[c] for c in corpora])
+            ar_r, in_r, ho_r, _, _ = fixed_folds(rounds_t, d_idx, [fixed[c] for c in corpora])
+        else:
+            ar_p, in_p, ho_p, pick_out, pick_in = fold_totals(point, d_idx, std)
+            ar_r, in_r, ho_r, _, _ = fold_totals(rounds_t, d_idx, std)
         folds[det] = _Folds(param, values, d_idx, pick_in, pick_out, (ar_p, ar_r), (in_p, in_r), (ho_p, ho_r))
     ref = reference if reference in folds else None
     cv = CrossVal(corpora, reference=ref, rounds=rounds, seed=seed)

@@ -298,7 +298,8 @@ def _params(params: dict) -> str:
 
 def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, *, rounds: int = 1000, seed: int = 0,
                  log: Callable[[str], None] = lambda s: None, transfer_run: str | Path | None = None,
-                 cv: str | None = None, cv_grids: Callable[[Any], Mapping[str, Grid]] | None = None) -> dict[str, Any]:
+                 cv: str | None = None, cv_grids: Callable[[Any], Mapping[str, Grid]] | None = None,
+                 rule_grids: Callable[[Any, set[str], list[str]], Mapping[str, Grid]] | None = None) -> dict[str, Any]:
     """Analyse run folder(s) and write the tables, plots, ``report.md`` and ``report.html`` into ``out``.
 
     ``out`` defaults to the (first) run folder. The CSV tables are written before any plot
@@ -308,21 +309,28 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
     section, :mod:`sim.report.crossval`); a run that cannot be split by corpus raises
     :class:`sim.report.crossval.CrossValError` before anything is written. ``cv_grids(data)``
     returns parameter grids to choose per fold as well (:mod:`sim.tuning.loco`).
+    ``rule_grids(data, taken, notes)``: the grids that hold out the rules a detector declares were
+    written from each corpus (:func:`sim.tuning.loco.rule_grids`; detectors in ``taken`` already
+    have a grid), used by ``cv`` and by the transfer's held-out ranking; notes go to ``notes``.
     """
     with no_full_collections():  # the runs' rows and traces stay loaded to the end (``sim.heap``)
-        return _write_report(run_dirs, out, rounds, seed, log, transfer_run, cv, cv_grids)
+        return _write_report(run_dirs, out, rounds, seed, log, transfer_run, cv, cv_grids, rule_grids)
 
 
 def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds: int, seed: int,
                   log: Callable[[str], None], transfer_run: str | Path | None, cv: str | None = None,
-                  cv_grids: Callable[[Any], Mapping[str, Grid]] | None = None) -> dict[str, Any]:
+                  cv_grids: Callable[[Any], Mapping[str, Grid]] | None = None,
+                  rule_grids: Callable[[Any, set[str], list[str]], Mapping[str, Grid]] | None = None) -> dict[str, Any]:
     from sim.report.plots import palette, write_plots
 
     data = load_runs(run_dirs)
     grids = None
+    notes: list[str] = []
     if cv is not None:
         check_run(data)  # refuse before the long part
-        grids = cv_grids(data) if cv_grids is not None else None
+        grids = dict(cv_grids(data)) if cv_grids is not None else {}
+        if rule_grids is not None:
+            grids.update(rule_grids(data, set(grids), notes))
     out = Path(out) if out is not None else data.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
     an = analyse(data, rounds=rounds, seed=seed, keep_sweeps=cv is not None)  # cv picks from the same sweeps
@@ -337,7 +345,7 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         synthetic = run_scores(data.dirs[0])
         rows, summary = transfer(synthetic, run_scores(real_dir))
         write_csv(out / "transfer.csv", rows, TRANSFER_COLUMNS)
-        held = _heldout_transfer(synthetic, _calibrated_heldout(an, synthetic), real_dir, rounds, seed)
+        held = _heldout_transfer(synthetic, _calibrated_heldout(an, synthetic), real_dir, rounds, seed, rule_grids, notes)
         if held is not None:
             write_csv(out / "transfer_cv.csv", held, HELDOUT_TRANSFER_COLUMNS)
             summary["heldout"] = held
@@ -372,7 +380,7 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     title = f"loopbench report — {data.manifests[0].get('config', {}).get('suite', 'replay')}"
     atomic_write(out / "report.md", doc.markdown())
     atomic_write(out / "report.html", doc.html(title))
-    result = {"out": str(out), "plots": [str(p) for *_, p in plots], "seconds": an.seconds, "notes": an.notes}
+    result = {"out": str(out), "plots": [str(p) for *_, p in plots], "seconds": an.seconds, "notes": an.notes + notes}
     if moved is not None:
         result["transfer"] = moved[2]
     if crossval is not None:
@@ -391,16 +399,20 @@ def _calibrated_heldout(an: Analysis, as_run: Mapping[str, float]) -> dict[str, 
 
 
 def _heldout_transfer(synthetic: Mapping[str, float], synthetic_heldout: Mapping[str, float], real_dir: Path,
-                      rounds: int, seed: int) -> list[dict[str, Any]] | None:
+                      rounds: int, seed: int,
+                      rule_grids: Callable[[Any, set[str], list[str]], Mapping[str, Grid]] | None = None,
+                      notes: list[str] | None = None) -> list[dict[str, Any]] | None:
     """The held-out transfer rows when the real run's families are corpora; None otherwise (a
     run of one corpus, a synthetic run, a run without per-episode outcomes). The τ-b intervals
-    come from the real run's bootstrap, ``rounds`` rounds (about 0.5 s for 1000)."""
+    come from the real run's bootstrap, ``rounds`` rounds (about 0.5 s for 1000). With
+    ``rule_grids`` the real side's held-out scores also hold out each detector's rules."""
     try:
         real = load_runs([real_dir])
         check_run(real)
     except CrossValError:
         return None
-    cv = corpus_cv(real, rounds=rounds, seed=seed)
+    grids = rule_grids(real, set(), notes if notes is not None else []) if rule_grids is not None else None
+    cv = corpus_cv(real, rounds=rounds, seed=seed, grids=grids)
     return heldout_transfer(synthetic, cv.rows, cv.corpora, synthetic_heldout, cv.heldout_rounds)
 
 
@@ -409,8 +421,11 @@ def _cv_section(doc: Doc, cv: CrossVal) -> None:
     doc.h(2, "Leave-one-corpus-out")
     doc.p("For every corpus, each detector's threshold is chosen (best standard score) on the **other** corpora "
           "and scored on the held-out one (**held-out**); **in-sample** chooses it on all corpora, the held-out one "
-          "included. Gap = in-sample − held-out. A detector without a threshold parameter is scored as run in both "
-          "(its rules were fixed before the run: this protocol cannot re-derive them). "
+          "included. Gap = in-sample − held-out. A detector that declares which corpora its rules were written "
+          "from (`progress_guard`) is scored held out with the rules written from that corpus switched off — as it "
+          "would be had the corpus never been read — and in-sample as shipped (threshold columns: the variant); "
+          "`--no-cv-rules` keeps its rules in. Another detector without a threshold parameter is scored as run in "
+          "both. "
           f"{cv.rounds} bootstrap rounds (seed {cv.seed}), episodes resampled within each corpus, the choice redone "
           "in every round; gaps and differences are paired. Recall, early rate, FAR and recall − FAR are in `cv.csv`."
           + (f" vs `{cv.reference}` = held-out score minus `{cv.reference}`'s held-out score; **≠** marks an "
@@ -459,8 +474,10 @@ def _transfer_section(doc: Doc, an: Analysis, moved, out: Path, log: Callable[[s
               "report REAL --cv corpus`): held out, each detector's threshold is chosen on the other corpora and "
               "scored on the held-out one; in-sample chooses it on all corpora; as run keeps the threshold the run "
               "used; both held out also ranks the synthetic side with each threshold chosen leave-one-family-out "
-              "(its `calibrated_heldout` row), so neither side is tuned on what it scores. A detector without a "
-              "threshold scores the same every way.")
+              "(its `calibrated_heldout` row), so neither side is tuned on what it scores. Held out, a detector "
+              "that declares where its rules came from (`progress_guard`) is scored on each corpus without the "
+              "rules written from it, unless the report was made with `--no-cv-rules`. A detector without a "
+              "threshold or such rules scores the same every way.")
         doc.table(["real corpus", "detectors", "τ-b as run", "τ-b in-sample", "τ-b held out", "τ-b both held out",
                    "real top as run", "real top in-sample", "real top held out", "synthetic top's rank held out"],
                   [[f"`{r['corpus']}`", str(r["detectors"]), tau_text(r["tau_as_run"]), tau_text(r["tau_in_sample"]),

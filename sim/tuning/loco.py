@@ -6,6 +6,13 @@ grid (``DETECTOR.PARAM=V1,V2,...``, the values ``loopbench sweep`` takes) is re-
 over the run's own episodes (``trace.jsonl``) by :func:`sim.tuning.sweep.run_sweep`, once
 per cell; the cells' outcomes then go through the same folds as a threshold: the cell with
 the best standard score on the other corpora is scored on the held-out one.
+
+A detector's rules are held out too, with ``--cv-rules`` (:func:`unseen_grids`): a detector
+that declares which corpora each of its rules and layers was written from
+(``Detector.derived_from``) is re-simulated once per corpus with the parts written from that
+corpus switched off, and that variant is what the corpus is scored with held out — the
+detector as it would be had the corpus never been read. Its in-sample figure is the detector
+as shipped, which was written with every corpus in view.
 """
 from __future__ import annotations
 
@@ -15,8 +22,9 @@ from typing import Mapping, Sequence
 from scenarios.trace import read_trace
 from sim.config.spec import DetectorSpec
 from sim.execute.engines import Engine
-from sim.report.crossval import Grid
-from sim.scoring.outcomes import DELTA, load_profiles
+from sim.report.crossval import Grid, check_run
+from sim.scoring.outcomes import DELTA, load_profiles, units_by_id
+from sim.tuning.evaluate import call_scores, run_specs, verdict_outcomes
 from sim.tuning.params import ParamGrid, TuningError, parse_param, value_text
 from sim.tuning.sweep import run_sweep, sweep_cells
 
@@ -55,3 +63,73 @@ def cv_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], grids: 
         default = next(i for i, r in enumerate(res.rows) if r["default"])
         out[det] = Grid(",".join(res.params), values, default, res.outcomes)
     return out
+
+
+def unseen_params(spec: DetectorSpec, corpus: str) -> dict | None:
+    """``spec``'s parameters with every part it declares was written from ``corpus`` switched
+    off (added to the list parameter that names it), or None when none was."""
+    det = spec.build()
+    params = dict(spec.params)
+    changed = False
+    for param, parts in type(det).derived_from.items():
+        off = [name for name, corpora in parts.items() if corpus in corpora]
+        if off:
+            have = list(getattr(det, param, None) or params.get(param) or ())
+            params[param] = have + [n for n in off if n not in have]
+            changed = True
+    return params if changed else None
+
+
+def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], corpora: Sequence[str],
+                 delta: int = DELTA, engine: Engine | int = 0, detectors: Sequence[str] | None = None) -> dict[str, Grid]:
+    """For each detector of the run that declares where its rules came from: the detector as
+    shipped and, per corpus, as it would be without the parts written from that corpus, each
+    re-simulated over the run's episodes; :class:`Grid` with ``heldout_cells`` naming each
+    corpus's variant. Detectors that declare nothing, or nothing from these corpora, are left out."""
+    todo = {}
+    for det in detectors or specs:
+        spec = DetectorSpec(det, *specs[det])
+        variants = {c: unseen_params(spec, c) for c in corpora}
+        if any(v is not None for v in variants.values()):
+            todo[det] = (spec, variants)
+    if not todo:
+        return {}
+    trace = Path(run_dir) / "trace.jsonl"
+    if not trace.is_file():
+        raise TuningError(f"{run_dir}: no trace.jsonl to re-simulate --cv-rules over")
+    episodes = read_trace(trace).episodes
+    units = units_by_id(episodes)
+    out = {}
+    for det, (spec, variants) in todo.items():
+        cells: list[DetectorSpec] = [spec]
+        heldout = {}
+        for corpus, params in variants.items():
+            if params is None:
+                heldout[corpus] = 0
+            else:
+                heldout[corpus] = len(cells)
+                cells.append(DetectorSpec(f"{det} without {corpus}", spec.spec, params))
+        results = run_specs(cells, episodes, engine)
+        outcomes = [verdict_outcomes(units, call_scores(results[c.label], episodes), results[c.label].errors, delta)
+                    for c in cells]
+        values = ["as shipped"] + [f"without {c}'s rules" for c, i in heldout.items() if i]
+        out[det] = Grid("rules", values, 0, outcomes, heldout_cells=heldout)
+    return out
+
+
+def rule_grids(data, taken: set[str], notes: list[str]) -> dict[str, Grid]:
+    """:func:`unseen_grids` for a loaded run (``sim.report.analysis.RunData``) on real traces,
+    for its detectors not in ``taken`` (those already have a grid: ``--cv-param``); what cannot
+    be held out, and why, goes to ``notes``."""
+    for d in sorted(set(data.detectors) & taken):
+        notes.append(f"leave-one-corpus-out kept {d}'s rules in: --cv-param chooses its parameter per fold instead")
+    if len(data.dirs) > 1:
+        notes.append("leave-one-corpus-out kept every detector's rules in: holding them out re-simulates one run "
+                     "folder's episodes, and this report pools several")
+        return {}
+    if not (Path(data.dirs[0]) / "trace.jsonl").is_file():
+        notes.append(f"leave-one-corpus-out kept every detector's rules in: {data.dirs[0]} has no trace.jsonl to "
+                     "re-simulate them over")
+        return {}
+    todo = [d for d in data.detectors if d not in taken]
+    return unseen_grids(data.dirs[0], data.specs, check_run(data), data.delta, detectors=todo)

@@ -237,3 +237,84 @@ def test_cv_param_errors_are_one_line(real_run):
                         (["--cv", "corpus", "--cv-param", "exact"], "expected DETECTOR.PARAM=V1,V2")):
         r = CliRunner().invoke(main, ["report", str(real_run), *args])
         assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, (args, r.output)
+
+
+def test_fixed_folds_score_each_corpus_with_its_given_cell_and_in_sample_as_run():
+    from sim.report.crossval import fixed_folds
+
+    pf = per_corpus()
+    as_run, in_sample, heldout, pick_out, pick_in = fixed_folds(pf, 1, [1, 0, 0])
+    assert pick_out.tolist() == [1, 0, 0] and int(pick_in) == 1
+    np.testing.assert_array_equal(in_sample, as_run)
+    np.testing.assert_array_equal(heldout[:3], np.stack([pf[0, 1], pf[1, 0], pf[2, 0]]))
+    np.testing.assert_array_equal(heldout[3], heldout[:3].sum(0))
+    rounds = np.stack([pf, 3 * pf])  # per bootstrap round, the same cells
+    _, _, held_r, pick_r, _ = fixed_folds(rounds, 1, [1, 0, 0])
+    assert pick_r.tolist() == [[1, 0, 0], [1, 0, 0]]
+    np.testing.assert_array_equal(held_r[1], 3 * held_r[0])
+
+
+def test_unseen_params_switch_off_what_was_written_from_the_corpus():
+    from detectors.progress_guard import LAYERS_FROM, RULES_FROM
+    from sim.config.spec import DetectorSpec
+    from sim.tuning.loco import unseen_params
+
+    guard = DetectorSpec("progress_guard", "progress_guard", {"skip_rules": ["echo_mask"]})
+    p = unseen_params(guard, "react_hotpotqa")
+    assert p["skip_rules"] == ["echo_mask"] + [r for r, c in RULES_FROM.items() if "react_hotpotqa" in c]
+    assert p["skip_layers"] == [name for name, c in LAYERS_FROM.items() if "react_hotpotqa" in c] == ["not_there"]
+    assert "not_found_items" in p["skip_rules"] and "short_answer" not in p["skip_rules"]
+    assert unseen_params(guard, "my_own_agent") is None  # a corpus nothing was written from
+    assert unseen_params(DetectorSpec("exact", "exact", {}), "react_hotpotqa") is None  # declares nothing
+
+
+def _corpus_score(tmp_path, corpus: str, *params: str) -> float:
+    run = tmp_path / f"{corpus}-{len(params)}"
+    args = ["run", "--suite", "real-dev", "--families", corpus, "--detectors", "progress_guard", "--out", str(run),
+            "--no-progress", "--no-report"]
+    for p in params:
+        args += ["--param", p]
+    r = invoke(*args)
+    assert r.exit_code == 0, r.output
+    m = pd.read_csv(run / "metrics.csv")
+    return float(m[m.family == corpus]["score_standard"].iloc[0])
+
+
+def test_cv_rules_score_each_held_out_corpus_without_the_rules_written_from_it(real_run, tmp_path):
+    """Checked against separate `loopbench run`s of each corpus with those rules switched off."""
+    from detectors.progress_guard import LAYERS_FROM, RULES_FROM
+
+    out = tmp_path / "rep"
+    r = invoke("report", str(real_run), "--cv", "corpus", "--rounds", "20", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(out / "cv.csv", keep_default_na=False)
+    score = df[(df.detector == "progress_guard") & (df.metric == "score_standard")].set_index("corpus")
+    for corpus in ("react_hotpotqa", "tau_bench_airline"):
+        rules = json.dumps([n for n, c in RULES_FROM.items() if corpus in c])
+        layers = json.dumps([n for n, c in LAYERS_FROM.items() if corpus in c])
+        without = _corpus_score(tmp_path, corpus, f"progress_guard.skip_rules={rules}",
+                                f"progress_guard.skip_layers={layers}")
+        row = score.loc[corpus]
+        assert float(row["heldout"]) == pytest.approx(without, abs=1e-4)
+        assert float(row["in_sample"]) == pytest.approx(float(row["as_run"]))  # as shipped
+        assert float(row["as_run"]) == pytest.approx(_corpus_score(tmp_path, corpus), abs=1e-4)
+        assert row["value_heldout"] == f"without {corpus}'s rules" and row["value_in_sample"] == "as shipped"
+    # On τ-bench its own rules carry the guard: held out it scores lower than as shipped.
+    assert float(score.loc["tau_bench_airline", "heldout"]) < float(score.loc["tau_bench_airline", "as_run"])
+    # --no-cv-rules: the guard's rules stay in, its held-out figures are as run.
+    r = invoke("report", str(real_run), "--cv", "corpus", "--rounds", "20", "--out", str(tmp_path / "kept"),
+               "--no-cv-rules")
+    assert r.exit_code == 0, r.output
+    kept = pd.read_csv(tmp_path / "kept" / "cv.csv", keep_default_na=False)
+    g = kept[(kept.detector == "progress_guard") & (kept.metric == "score_standard")]
+    assert (g["heldout"] == g["as_run"]).all() and (g["value_heldout"] == "").all()
+    # exact and no_progress declare no rules: the same rows either way.
+    same = df[df.detector != "progress_guard"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(same, kept[kept.detector != "progress_guard"].reset_index(drop=True))
+
+
+def test_cv_param_on_a_detector_keeps_its_rules_in_and_says_so(real_run, tmp_path):
+    r = CliRunner().invoke(main, ["report", str(real_run), "--cv", "corpus", "--rounds", "20", "--out",
+                                   str(tmp_path / "rep"), "--cv-param", "progress_guard.patience=2,3"])
+    assert r.exit_code == 0, r.output
+    assert "kept progress_guard's rules in: --cv-param chooses its parameter per fold instead" in r.stderr
