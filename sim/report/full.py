@@ -413,7 +413,8 @@ def _heldout_transfer(synthetic: Mapping[str, float], synthetic_heldout: Mapping
         return None
     grids = rule_grids(real, set(), notes if notes is not None else []) if rule_grids is not None else None
     cv = corpus_cv(real, rounds=rounds, seed=seed, grids=grids)
-    return heldout_transfer(synthetic, cv.rows, cv.corpora, synthetic_heldout, cv.heldout_rounds)
+    held = [d for d, g in (grids or {}).items() if g.heldout_cells is not None]
+    return heldout_transfer(synthetic, cv.rows, cv.corpora, synthetic_heldout, cv.heldout_rounds, held)
 
 
 def _cv_section(doc: Doc, cv: CrossVal) -> None:

@@ -24,7 +24,8 @@ from sim.scoring.uncertainty import percentile_interval
 
 HELDOUT_TRANSFER_COLUMNS = ["corpus", "detectors", "tau_as_run", "tau_in_sample", "tau_heldout", "tau_heldout_lo",
                             "tau_heldout_hi", "tau_both_heldout", "tau_both_heldout_lo", "tau_both_heldout_hi",
-                            "top_as_run", "top_in_sample", "top_heldout", "synthetic_top", "synthetic_top_rank_heldout"]
+                            "top_as_run", "top_in_sample", "top_heldout", "synthetic_top", "synthetic_top_rank_heldout",
+                            "rules_held_out"]
 TRANSFER_COLUMNS = ["detector", "synthetic_score", "synthetic_rank", "real_score", "real_rank", "rank_change",
                     "score_change"]
 SCORE = "score_standard"
@@ -95,7 +96,8 @@ def transfer(synthetic: Mapping[str, float], real: Mapping[str, float]) -> tuple
 
 def heldout_transfer(synthetic: Mapping[str, float], cv_rows: Sequence[Mapping[str, Any]],
                      corpora: Sequence[str], synthetic_heldout: Mapping[str, float] | None = None,
-                     heldout_rounds: Mapping[str, np.ndarray] | None = None) -> list[dict[str, Any]]:
+                     heldout_rounds: Mapping[str, np.ndarray] | None = None,
+                     rules_held_out: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Per corpus and pooled (``"pooled"``, last): τ-b of the synthetic ranking against the real
     one as run (the thresholds the run used), in-sample and held out, the real top pick each way,
     and where the synthetic top pick ranks held out.
@@ -108,6 +110,8 @@ def heldout_transfer(synthetic: Mapping[str, float], cv_rows: Sequence[Mapping[s
     ``heldout_rounds``: the CrossVal's per-round held-out scores; with them the held-out τ-b
     values get a 95% bootstrap interval (``*_lo``, ``*_hi``, :func:`_tau_interval`): how far the
     real traces' sampling alone moves them (the synthetic side held fixed).
+    ``rules_held_out``: the detectors scored held out without the rules written from each corpus
+    (``loopbench report --cv-rules``), named in every row.
     """
     out = []
     for ci, corpus in enumerate([*corpora, "pooled"]):
@@ -126,7 +130,8 @@ def heldout_transfer(synthetic: Mapping[str, float], cv_rows: Sequence[Mapping[s
                     "tau_both_heldout_lo": both_lo, "tau_both_heldout_hi": both_hi,
                     "top_as_run": cols["as_run"]["top_real"], "top_in_sample": cols["in_sample"]["top_real"],
                     "top_heldout": ho["top_real"], "synthetic_top": ho["top_synthetic"],
-                    "synthetic_top_rank_heldout": ho["top_synthetic_real_rank"]})
+                    "synthetic_top_rank_heldout": ho["top_synthetic_real_rank"],
+                    "rules_held_out": " ".join(sorted(rules_held_out))})
     return out
 
 
@@ -174,7 +179,11 @@ def heldout_text(rows: Sequence[Mapping[str, Any]]) -> str:
             f"{tau_text(pooled['tau_both_heldout'], pooled.get('tau_both_heldout_lo'), pooled.get('tau_both_heldout_hi'))}")
     interval = ("" if pooled.get("tau_heldout_lo") is None else
                 " (95% bootstrap intervals over the real traces, the synthetic ranking held fixed)")
-    return (f"Held out (leave-one-corpus-out, thresholds chosen on the other corpora): Kendall τ-b pooled "
+    rules = pooled.get("rules_held_out") or ""
+    how = "thresholds chosen on the other corpora" + (
+        f", {', '.join(f'`{d}`' for d in rules.split())} without the rules written from the held-out corpus"
+        if rules else "")
+    return (f"Held out (leave-one-corpus-out, {how}): Kendall τ-b pooled "
             f"{tau_text(pooled['tau_heldout'], pooled.get('tau_heldout_lo'), pooled.get('tau_heldout_hi'))} "
             f"(as run {tau_text(pooled['tau_as_run'])}, thresholds chosen on all corpora "
             f"{tau_text(pooled['tau_in_sample'])}{both}){interval}; the synthetic pick `{pooled['synthetic_top']}` is "

@@ -318,3 +318,18 @@ def test_cv_param_on_a_detector_keeps_its_rules_in_and_says_so(real_run, tmp_pat
                                    str(tmp_path / "rep"), "--cv-param", "progress_guard.patience=2,3"])
     assert r.exit_code == 0, r.output
     assert "kept progress_guard's rules in: --cv-param chooses its parameter per fold instead" in r.stderr
+
+
+def test_transfer_ranks_the_real_side_with_the_rules_held_out(real_run, tmp_path):
+    synth = tmp_path / "synth"
+    r = invoke("run", "--suite", "quick", "--episodes", "2", "--mode", "open", "--detectors", "exact,progress_guard",
+               "--out", str(synth), "--no-progress", "--no-report")
+    assert r.exit_code == 0, r.output
+    for flag, rules in (([], "progress_guard"), (["--no-cv-rules"], "")):
+        r = invoke("report", str(synth), "--transfer", str(real_run), "--rounds", "20", "--out", str(tmp_path / f"r{len(flag)}"),
+                   *flag)
+        assert r.exit_code == 0, r.output
+        df = pd.read_csv(tmp_path / f"r{len(flag)}" / "transfer_cv.csv", keep_default_na=False)
+        assert set(df["rules_held_out"]) == {rules}
+        said = "`progress_guard` without the rules written from the held-out corpus" in r.output
+        assert said is bool(rules)
