@@ -178,3 +178,23 @@ def test_an_unknown_rule_is_refused_globally_and_per_tool():
     check_params(ProgressGuard, {"skip_rules": list(RULES)})
     with pytest.raises(ValueError, match=r"tool 'search': skip_rules must name rules among .*'typo'"):
         LoopGuard(semantic=False, tool_overrides={"search": {"skip_rules": ["typo"]}})
+
+
+def test_where_each_rule_came_from_is_the_rule_ablations_built_from_column():
+    """``RULES_FROM`` (what leave-one-corpus-out holds out with a corpus) says what the
+    docs' rule table says each rule was built from: one record, two places, kept equal."""
+    from pathlib import Path
+
+    from detectors.progress_guard import RULES_FROM
+
+    names = {"CaptainAgent": "captain_agent", "Magentic-One": "magentic_one", "ReAct": "react_hotpotqa",
+             "τ-bench": "tau_bench_airline"}
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "detectors.md").read_text(encoding="utf-8")
+    table = doc.split("| rule off | built from |")[1].split("\n\n")[0]
+    seen = set()
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rule, built_from = cells[0].strip("`"), cells[1]
+        seen.add(rule)
+        assert tuple(sorted(c for name, c in names.items() if name in built_from)) == tuple(sorted(RULES_FROM.get(rule, ()))), rule
+    assert seen == set(RULES)
