@@ -34,6 +34,8 @@ from sim.scoring.thresholds import heldout_totals, pick_best, take
 from sim.scoring.uncertainty import FIELDS, episode_totals, metrics_from_totals, percentile_interval, score_from_totals
 
 POOLED = "pooled"
+#: The ``param`` of a detector whose held-out cells are its variants without a corpus's rules.
+RULES_PARAM = "rules"
 REFERENCE = "exact"
 #: The figures reported per detector and corpus, in this order.
 METRICS = ("score_standard", "recall", "early_rate", "false_alarm_rate", "recall_minus_far")
@@ -258,4 +260,8 @@ def cv_text(cv: CrossVal) -> str:
         held = [cv.get(det, c)["heldout"] for c in cv.corpora]
         lines.append(f"{det:<{width}}  {f(p['in_sample']):>9}  {f(p['heldout']):>8}  {f(p['gap']):>5}  {vs:<22}  "
                      + "  ".join(f"{f(h):>14}" for h in held))
+    ruled = sorted({r["detector"] for r in cv.rows if r["param"] == RULES_PARAM})
+    if ruled:
+        lines.append(f"Held out, {', '.join(ruled)} without the rules written from the held-out corpus; "
+                     "in-sample as shipped (--no-cv-rules keeps them in).")
     return "\n".join(lines)

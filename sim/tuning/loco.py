@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 from scenarios.trace import read_trace
 from sim.config.spec import DetectorSpec
 from sim.execute.engines import Engine
-from sim.report.crossval import Grid, check_run
+from sim.report.crossval import RULES_PARAM, Grid, check_run
 from sim.scoring.outcomes import DELTA, load_profiles, units_by_id
 from sim.tuning.evaluate import call_scores, run_specs, verdict_outcomes
 from sim.tuning.params import ParamGrid, TuningError, parse_param, value_text
@@ -113,7 +113,7 @@ def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], cor
         outcomes = [verdict_outcomes(units, call_scores(results[c.label], episodes), results[c.label].errors, delta)
                     for c in cells]
         values = ["as shipped"] + [f"without {c}'s rules" for c, i in heldout.items() if i]
-        out[det] = Grid("rules", values, 0, outcomes, heldout_cells=heldout)
+        out[det] = Grid(RULES_PARAM, values, 0, outcomes, heldout_cells=heldout)
     return out
 
 
