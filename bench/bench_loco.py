@@ -20,22 +20,25 @@ over the run's episodes), as ``loopbench report --cv corpus --cv-param`` does.
 
     python bench/bench_loco.py [--run RUN_DIR | --out RUN_DIR] [--corpus DIR] [--detectors a,b]
                                [--pair progress_guard,exact] [--cv-param DET.PARAM=V1,V2 ...]
-                               [--keep-rules] [--rounds 1000] [--seed 0]
+                               [--keep-rules] [--deploy] [--rounds 1000] [--seed 0]
 """
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sim.report.analysis import load_runs  # noqa: E402
 from sim.report.crossval import POOLED, corpus_cv  # noqa: E402
-from sim.tuning.loco import cv_grids, parse_cv_params, rule_grids  # noqa: E402
+from sim.tuning.loco import cv_grids, parse_cv_params, rule_grids, unseen_params  # noqa: E402
 
 #: Where the shared corpora sit beside a checkout (main) or a worktree (one level deeper).
 CORPUS_CANDIDATES = (ROOT.parent / "shared" / "corpora" / "real", ROOT.parent.parent / "shared" / "corpora" / "real")
@@ -49,14 +52,58 @@ def default_corpus() -> Path:
     return next((p for p in CORPUS_CANDIDATES if p.is_dir()), CORPUS_CANDIDATES[0])
 
 
-def _run(out: Path, corpus: Path, detectors: str | None) -> Path:
-    cmd = [sys.executable, "-m", "sim.cli", "run", "--suite", "real-dev", "--corpus", str(corpus), "--no-progress",
-           "--no-report", "--force", "--out", str(out)] + (["--detectors", detectors] if detectors else [])
-    print("$ loopbench " + " ".join(cmd[3:]), flush=True)
+def _run(out: Path, corpus: Path | None, detectors: str | None, extra: Sequence[str] = (), say: bool = True) -> Path:
+    """``loopbench run --suite real-dev`` (with ``--corpus`` when given: Who&When's corpora)."""
+    cmd = ([sys.executable, "-m", "sim.cli", "run", "--suite", "real-dev", "--no-progress", "--no-report", "--force",
+            "--out", str(out)] + (["--corpus", str(corpus)] if corpus is not None else [])
+           + (["--detectors", detectors] if detectors else []) + list(extra))
+    if say:
+        print("$ loopbench " + " ".join(cmd[3:]), flush=True)
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    print(f"run: {time.perf_counter() - t0:.1f} s", flush=True)
+    if say:
+        print(f"run: {time.perf_counter() - t0:.1f} s", flush=True)
     return out
+
+
+#: What a deployer reads (``deploy.csv``, halting at the first alarm): metric -> column title.
+DEPLOY = (("successes_stopped", "successful runs stopped"), ("failed_calls_saved", "failed-run calls saved"))
+
+
+def _halt_counts(run_dir: Path, det: str) -> dict[str, tuple[int, int]]:
+    rows = {}
+    with open(run_dir / "deploy.csv", newline="", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):  # (the file also has the label oracle's rows)
+            if r["detector"] == det and r["action"] == "halt" and r["metric"] in dict(DEPLOY) and r["count"] and r["of"]:
+                rows[r["metric"]] = (int(float(r["count"])), int(float(r["of"])))
+    return rows
+
+
+def deploy_held_out(det: str, spec: tuple[str, dict], corpora: Sequence[str], corpus_dir: Path | None,
+                    out: Path) -> list[tuple[str, dict, dict]]:
+    """Per corpus: (corpus, dev counts, held-out counts) of ``DEPLOY``, each from a run of that
+    corpus alone — as shipped, and without the rules written from it (``unseen_params``; the
+    same run when there are none)."""
+    from sim.config.spec import DetectorSpec
+
+    shipped = DetectorSpec(det, *spec)
+    rows = []
+    for corpus in corpora:
+        got = []
+        for tag, params in (("dev", shipped.params), ("held-out", unseen_params(shipped, corpus))):
+            if params is None:
+                got.append(got[0])
+                continue
+            extra = ["--families", corpus]
+            for k, v in params.items():
+                extra += ["--param", f"{det}.{k}={json.dumps(v)}"]
+            got.append(_halt_counts(_run(out / f"{corpus}-{tag}", corpus_dir, f"{det}={shipped.spec}", extra, say=False), det))
+        rows.append((corpus, *got))
+    return rows
+
+
+def _share(c: tuple[int, int] | None) -> str:
+    return "–" if not c or not c[1] else f"{c[0]}/{c[1]} ({100 * c[0] / c[1]:.1f} %)"
 
 
 def _f(v, digits: int) -> str:
@@ -82,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-rules", action="store_true",
                     help="Keep every detector's rules in held out (default: each corpus is scored without the rules "
                          "written from it).")
+    ap.add_argument("--deploy", action="store_true",
+                    help="Also what the pair does to runs, halting at the first alarm: the first detector dev and held "
+                         "out (rules written from the corpus off), the second held out; one run of each corpus each way.")
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -142,6 +192,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{a} ahead of {b} (held-out score) on {len(ahead)} of {len(cv.corpora)} corpora"
               f"{' (' + ', '.join(ahead) + ')' if ahead else ''}; pooled {_ci(pooled, 'vs_reference')}: the interval "
               f"{'excludes' if excl else 'does not exclude'} 0.")
+    if args.deploy and a in data.specs:
+        corpus = args.corpus or (default_corpus() if default_corpus().is_dir() else None)  # None: the shipped ones
+        if corpus is not None and not corpus.is_dir():
+            sys.exit(f"bench_loco: --deploy: {corpus}: no corpora there")
+        t1 = time.perf_counter()
+        out = run_dir.parent / f"{run_dir.name}-deploy"
+        mine = deploy_held_out(a, data.specs[a], cv.corpora, corpus, out)
+        theirs = deploy_held_out(b, data.specs[b], cv.corpora, corpus, out) if b in data.specs else None
+        print(f"\n{a} halting at its first alarm, dev (as shipped) and held out (without the rules written from the "
+              f"corpus){f', beside {b} (held out)' if theirs else ''}; each corpus run alone "
+              f"({time.perf_counter() - t1:.1f} s)")
+        cols = [(m, t, side) for m, t in DEPLOY for side in ("dev", "held out")] + (
+            [(m, t, b) for m, t in DEPLOY] if theirs else [])
+        print("| corpus | " + " | ".join(f"{t}, {side}" for _, t, side in cols) + " |")
+        print("|---|" + "---|" * len(cols))
+        total = {(m, side): [0, 0] for m, _, side in cols}
+        for k, row in enumerate(mine):
+            cells = []
+            for m, _, side in cols:
+                c = (row[1] if side == "dev" else row[2] if side == "held out" else theirs[k][2]).get(m)
+                cells.append(_share(c))
+                if c:
+                    total[(m, side)][0] += c[0]
+                    total[(m, side)][1] += c[1]
+            print(f"| {row[0]} | " + " | ".join(cells) + " |")
+        print("| pooled | " + " | ".join(_share(tuple(total[(m, side)])) for m, _, side in cols) + " |")
     return 0
 
 
