@@ -7,7 +7,10 @@ named (the product path: ``loopbench run --suite S --mode open``). It prints, pe
 per corpus of a real suite (one family per corpus), the standard score of each variant and
 its change against the full guard, with the true and false alarms it gains or loses; for
 ``real-injected`` (whose families are the injected kinds) also where those alarms move, by
-the corpus each episode was built from.
+the corpus each episode was built from. On the real suites one more row, **held out**: each
+corpus (each injected episode by the corpus it was built from) scored by the guard without the
+rules and layers written from that corpus (``RULES_FROM``, ``LAYERS_FROM``), pooled over every
+episode — the leave-one-corpus-out figure of ``bench_loco.py``.
 
 A layer whose removal moves one corpus only was, on this evidence, fitted to that corpus;
 one whose removal moves nothing on real traces earns its place only on the synthetic
@@ -35,7 +38,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_loco import default_corpus  # noqa: E402  (where the corpora sit beside a checkout)
-from detectors.progress_guard import LAYERS, RULES  # noqa: E402
+from detectors.progress_guard import LAYERS, RULES, ProgressGuard  # noqa: E402
+from sim.config.spec import DetectorSpec  # noqa: E402
+from sim.scoring.outcomes import Outcome, composite, load_profiles  # noqa: E402
+from sim.tuning.loco import unseen_params  # noqa: E402
 
 GUARD = "detectors.progress_guard:ProgressGuard"
 
@@ -45,18 +51,35 @@ def switches(layers: list[str], rules: list[str]) -> list[tuple[str, str]]:
     return [("skip_layers", x) for x in layers] + [("skip_rules", x) for x in rules]
 
 
-def _variants(off: list[tuple[str, str]]) -> tuple[str, list[str]]:
+#: The label of the guard without the rules and layers written from ``corpus`` (``RULES_FROM``,
+#: ``LAYERS_FROM``): what leave-one-corpus-out scores that corpus with.
+HELD_OUT = "held_out_{}"
+
+
+def held_out_corpora() -> list[str]:
+    """The corpora some rule or layer of the guard was written from."""
+    return sorted({c for parts in ProgressGuard.derived_from.values() for cs in parts.values() for c in cs})
+
+
+def _variants(off: list[tuple[str, str]], held_out: bool = False) -> tuple[str, list[str]]:
     """The ``--detectors`` value and the ``--param`` options: the full guard, one variant per
-    layer or rule switched off, exact."""
+    layer or rule switched off, exact; with ``held_out``, one variant per corpus without the
+    rules written from it."""
     names = ["progress_guard"] + [f"without_{name}={GUARD}" for _, name in off] + ["exact"]
     params: list[str] = []
     for param, name in off:
         params += ["--param", f"without_{name}.{param}={json.dumps([name])}"]
+    if held_out:
+        for corpus in held_out_corpora():
+            label = HELD_OUT.format(corpus)
+            names.append(f"{label}={GUARD}")
+            for param, value in unseen_params(DetectorSpec(label, GUARD, {}), corpus).items():
+                params += ["--param", f"{label}.{param}={json.dumps(value)}"]
     return ",".join(names), params
 
 
 def _run(suite: str, out: Path, layers: list[tuple[str, str]], corpus: Path | None) -> Path:
-    detectors, params = _variants(layers)
+    detectors, params = _variants(layers, held_out=suite.startswith("real"))
     cmd = [sys.executable, "-m", "sim.cli", "run", "--suite", suite, "--mode", "open", "--no-progress", "--no-report",
            "--force", "--out", str(out), "--detectors", detectors, *params]
     if corpus is not None and suite.startswith("real"):
@@ -85,6 +108,31 @@ def _by_source(run: Path) -> dict[tuple[str, str], Counter]:
     return out
 
 
+def held_out_pooled(run: Path) -> tuple[float, Counter, float, Counter]:
+    """The whole suite scored held out — each episode by the guard without the rules written
+    from the corpus it comes from (its id's prefix) — and as shipped: (score, tp/false counts)
+    each way, the standard composite over every episode."""
+    _, profiles = load_profiles()
+    held, shipped = [], []
+    with open(run / "episodes.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    present = {r["detector"] for r in rows}
+    for r in rows:
+        src = r["episode"].split(":")[0]
+        wanted = HELD_OUT.format(src) if HELD_OUT.format(src) in present else "progress_guard"
+        o = Outcome(r["episode"], r["family"], r["unit"], r["outcome"], None, None,
+                    int(float(r["delay"])) if r["delay"] else None)
+        if r["detector"] == wanted:
+            held.append(o)
+        if r["detector"] == "progress_guard":
+            shipped.append(o)
+
+    def counts(outs):
+        return Counter("tp" if o.outcome == "tp" else "false" for o in outs if o.outcome in ("tp", "fp", "early"))
+    std = profiles["standard"]
+    return composite(held, std), counts(held), composite(shipped, std), counts(shipped)
+
+
 def source_table(run: Path, suite: str, layers: list[tuple[str, str]]) -> list[str]:
     """Where each variant's true and false alarms move, per source corpus of an injected suite
     (its families are the injected kinds, so the score table cannot say which corpus moved)."""
@@ -101,6 +149,15 @@ def source_table(run: Path, suite: str, layers: list[tuple[str, str]]) -> list[s
             cells.append(", ".join(([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfalse:+d}"] if dfalse else [])) or "–")
         label = "`exact`" if det == "exact" else f"− {det[len('without_'):]}"
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if any(det.startswith(HELD_OUT.format("")) for det, _ in c):
+        cells = []
+        for src in sources:
+            det = HELD_OUT.format(src)
+            got = c.get((det, src)) if (det, src) in c else c[("progress_guard", src)]  # nothing written from it
+            dtp = got["tp"] - c[("progress_guard", src)]["tp"]
+            dfalse = got["false"] - c[("progress_guard", src)]["false"]
+            cells.append(", ".join(([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfalse:+d}"] if dfalse else [])) or "–")
+        lines.append("| held out: each corpus without its own rules | " + " | ".join(cells) + " |")
     return lines + [""]
 
 
@@ -130,6 +187,19 @@ def table(run: Path, suite: str, layers: list[tuple[str, str]]) -> list[str]:
             cells.append(cell)
         label = "the guard" if det == "progress_guard" else ("`exact`" if det == "exact" else f"− {det[len('without_'):]}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if any(det.startswith(HELD_OUT.format("")) for det, _ in m):
+        score, got, base_score, base = held_out_pooled(run)
+        d, dtp, dfp = score - base_score, got["tp"] - base["tp"], got["false"] - base["false"]
+        moves = [f"{d:+.1f}"] + ([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfp:+d}"] if dfp else [])
+        cells = [f"{score:.1f}" + (" (" + ", ".join(moves) + ")" if (abs(d) >= 0.05 or dtp or dfp) else "")]
+        for col in cols[1:]:
+            r, base = m.get((HELD_OUT.format(col), col)) or m.get(("progress_guard", col)), m.get(("progress_guard", col))
+            d = float(r["score_standard"]) - float(base["score_standard"])
+            dtp = int(float(r["tp"])) - int(float(base["tp"]))
+            dfp = int(float(r["fp"])) + int(float(r["early"])) - int(float(base["fp"])) - int(float(base["early"]))
+            moves = [f"{d:+.1f}"] + ([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfp:+d}"] if dfp else [])
+            cells.append(f"{float(r['score_standard']):.1f}" + (" (" + ", ".join(moves) + ")" if (abs(d) >= 0.05 or dtp or dfp) else ""))
+        lines.append("| held out: each corpus without its own rules | " + " | ".join(cells) + " |")
     return lines + [""]
 
 

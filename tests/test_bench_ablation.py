@@ -28,6 +28,11 @@ def test_fan_out_off_brings_back_the_one_tau_false_alarm(tmp_path, capsys):
     assert rows["− fan_out"][tau] == "98.4 (-0.6, false +1)"
     assert rows["− same_error"][tau] == "99.0"
     assert "tp -" in rows["− signature"][tau]
+    # Held out: each corpus scored without the rules written from it (RULES_FROM, LAYERS_FROM),
+    # the pooled column over every episode each way — bench_loco's leave-one-corpus-out figure.
+    held = rows["held out: each corpus without its own rules"]
+    assert held[tau].startswith("70.9 (-28.1")
+    assert float(held[cells[0].index("all")].split()[0]) < float(rows["the guard"][cells[0].index("all")])
     assert cells[0][1:] == ["all", "react_hotpotqa", "tau_bench_airline"]
 
 
@@ -38,7 +43,8 @@ def test_a_rule_switched_off_is_a_variant_beside_the_layers(tmp_path, capsys):
                        "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     labels = [line.strip("|").split("|")[0].strip() for line in out.splitlines() if line.startswith("| ")]
-    assert labels == ["variant", "the guard", "− error_news", "− echo_mask", "`exact`"]
+    assert labels == ["variant", "the guard", "− error_news", "− echo_mask", "`exact`",
+                      "held out: each corpus without its own rules"]
     assert "without_echo_mask" in (tmp_path / "real-dev" / "metrics.csv").read_text()
 
 
