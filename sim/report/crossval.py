@@ -11,9 +11,11 @@ twice for each corpus *c*:
 What is tuned per fold is the detector's alarm threshold (its ``threshold_param``), picked by
 the same rule as the report's ``calibrated_heldout`` point (the best standard score,
 ties to the value nearest the run's) from the stored per-call scores
-(:func:`sim.report.analysis.swept_totals`). A detector without a threshold parameter is scored
-as run in both columns (gap 0): its rules and defaults were fixed before the run, so this
-protocol cannot re-derive them — only a re-run per fold could (see docs/detectors.md).
+(:func:`sim.report.analysis.swept_totals`). What a threshold cannot say comes in as a
+:class:`Grid` of re-simulated variants (:mod:`sim.tuning.loco`): a default chosen per fold
+like a threshold (``--cv-param``), or the detector without the rules written from each
+corpus, which that corpus is scored with held out (``heldout_cells``, ``--cv-rules``). A
+detector with neither is scored as run in both columns (gap 0) (see docs/detectors.md).
 
 The intervals come from the report's one bootstrap (:class:`sim.scoring.uncertainty.Bootstrap`,
 episodes resampled within each corpus), with the selection redone in every round; a gap and a
