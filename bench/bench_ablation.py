@@ -39,7 +39,6 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_loco import default_corpus  # noqa: E402  (where the corpora sit beside a checkout)
 from detectors.progress_guard import LAYERS, RULES, ProgressGuard  # noqa: E402
-from sim.config.spec import DetectorSpec  # noqa: E402
 from sim.scoring.outcomes import Outcome, composite, load_profiles  # noqa: E402
 from sim.tuning.loco import unseen_params  # noqa: E402
 
@@ -73,7 +72,7 @@ def _variants(off: list[tuple[str, str]], held_out: bool = False) -> tuple[str, 
         for corpus in held_out_corpora():
             label = HELD_OUT.format(corpus)
             names.append(f"{label}={GUARD}")
-            for param, value in unseen_params(DetectorSpec(label, GUARD, {}), corpus).items():
+            for param, value in unseen_params(ProgressGuard(), corpus).items():
                 params += ["--param", f"{label}.{param}={json.dumps(value)}"]
     return ",".join(names), params
 

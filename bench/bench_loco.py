@@ -90,7 +90,7 @@ def deploy_held_out(det: str, spec: tuple[str, dict], corpora: Sequence[str], co
     rows = []
     for corpus in corpora:
         got = []
-        for tag, params in (("dev", shipped.params), ("held-out", unseen_params(shipped, corpus))):
+        for tag, params in (("dev", shipped.params), ("held-out", unseen_params(shipped.build(), corpus, shipped.params))):
             if params is None:
                 got.append(got[0])
                 continue

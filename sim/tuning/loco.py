@@ -17,7 +17,9 @@ as shipped, which was written with every corpus in view.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
+
+from detectors.protocol import Detector
 
 from scenarios.trace import read_trace
 from sim.config.spec import DetectorSpec
@@ -65,11 +67,10 @@ def cv_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], grids: 
     return out
 
 
-def unseen_params(spec: DetectorSpec, corpus: str) -> dict | None:
-    """``spec``'s parameters with every part it declares was written from ``corpus`` switched
-    off (added to the list parameter that names it), or None when none was."""
-    det = spec.build()
-    params = dict(spec.params)
+def unseen_params(det: Detector, corpus: str, params: Mapping[str, Any] | None = None) -> dict | None:
+    """The parameters ``params`` (those ``det`` was built with) plus, in each list parameter of
+    ``det.derived_from``, every part written from ``corpus`` (switched off); None when no part was."""
+    params = dict(params or {})
     changed = False
     for param, parts in type(det).derived_from.items():
         off = [name for name, corpora in parts.items() if corpus in corpora]
@@ -89,7 +90,8 @@ def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], cor
     todo = {}
     for det in detectors or specs:
         spec = DetectorSpec(det, *specs[det])
-        variants = {c: unseen_params(spec, c) for c in corpora}
+        built = spec.build()
+        variants = {c: unseen_params(built, c, spec.params) for c in corpora}
         if any(v is not None for v in variants.values()):
             todo[det] = (spec, variants)
     if not todo:

@@ -260,12 +260,12 @@ def test_unseen_params_switch_off_what_was_written_from_the_corpus():
     from sim.tuning.loco import unseen_params
 
     guard = DetectorSpec("progress_guard", "progress_guard", {"skip_rules": ["echo_mask"]})
-    p = unseen_params(guard, "react_hotpotqa")
+    p = unseen_params(guard.build(), "react_hotpotqa", guard.params)
     assert p["skip_rules"] == ["echo_mask"] + [r for r, c in RULES_FROM.items() if "react_hotpotqa" in c]
     assert p["skip_layers"] == [name for name, c in LAYERS_FROM.items() if "react_hotpotqa" in c] == ["not_there"]
     assert "not_found_items" in p["skip_rules"] and "short_answer" not in p["skip_rules"]
-    assert unseen_params(guard, "my_own_agent") is None  # a corpus nothing was written from
-    assert unseen_params(DetectorSpec("exact", "exact", {}), "react_hotpotqa") is None  # declares nothing
+    assert unseen_params(guard.build(), "my_own_agent", guard.params) is None  # a corpus nothing was written from
+    assert unseen_params(DetectorSpec("exact", "exact", {}).build(), "react_hotpotqa") is None  # declares nothing
 
 
 def _corpus_score(tmp_path, corpus: str, *params: str) -> float:
