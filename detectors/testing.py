@@ -507,6 +507,30 @@ def check_rejects_out_of_range_params(detector: Any) -> None:
                                      "but the detector was built")
 
 
+def check_derived_from_names_switches(detector: Any) -> None:
+    """What ``derived_from`` declares can be switched off: each key is a parameter the detector
+    takes, and the detector builds, and runs the standard traces, with every part it names
+    switched off at once (what leave-one-corpus-out does with a corpus they came from)."""
+    from .registry import build
+
+    cls = type(detector)
+    declared = dict(getattr(cls, "derived_from", None) or {})
+    if not declared:
+        raise CheckNotApplicable("the class declares no derived_from")
+    params = detector.get_params() if hasattr(detector, "get_params") else {}
+    accepted = set(cls.param_names()) if hasattr(cls, "param_names") else set(params)
+    unknown = set(declared) - accepted
+    if unknown:
+        raise DetectorCheckError(f"derived_from names parameter(s) the detector does not take: {', '.join(sorted(unknown))}")
+    off = {name: list(params.get(name) or ()) + list(parts) for name, parts in declared.items()}
+    try:
+        variant = build(cls, {**params, **off})
+    except ValueError as exc:
+        raise DetectorCheckError(f"with every part derived_from names switched off the detector is refused: {exc}") from None
+    for events in standard_traces():
+        run_trace(variant, events)
+
+
 def check_random_traces(detector: Any) -> None:
     """Hypothesis-drawn traces: no look-ahead, key-order invariance and finite scores hold on each."""
     try:
@@ -556,6 +580,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {f.__name__: f for f in (
     check_robust_to_unrecorded_results,
     check_catches_unrecorded_repeat,
     check_quiet_on_unrecorded_clean_trace,
+    check_derived_from_names_switches,
     check_random_traces,
 )}
 

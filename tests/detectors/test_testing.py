@@ -77,6 +77,37 @@ def test_quality_floors_and_clone():
     assert run_check(BadClone(), "check_clone").status == "failed"
 
 
+class Provenance(ExactDetector):
+    """An exact detector whose ``skip`` switches off parts it says came from corpora."""
+
+    derived_from = {"skip": {"a": ("corpus_1",), "b": ("corpus_2",)}}
+    known = ("a", "b")
+
+    def __init__(self, *, max_repeats_per_signature: int = 1, tool_overrides=None, skip: tuple = ()):
+        super().__init__(max_repeats_per_signature=max_repeats_per_signature, tool_overrides=tool_overrides)
+        unknown = set(skip) - set(self.known)
+        if unknown:
+            raise ValueError(f"skip: unknown part(s) {sorted(unknown)}")
+        self.skip = tuple(skip)
+
+
+class ProvenanceOfNothing(Provenance):
+    derived_from = {"skip_parts": {"a": ("corpus_1",)}}  # no such parameter
+
+
+class ProvenanceOfUnknownParts(Provenance):
+    derived_from = {"skip": {"a": ("corpus_1",), "zz": ("corpus_2",)}}  # "zz" is refused
+
+
+def test_derived_from_must_name_parts_that_can_be_switched_off():
+    assert run_check(Provenance(), "check_derived_from_names_switches").status == "passed"
+    assert run_check(ExactDetector(), "check_derived_from_names_switches").status == "skipped"
+    bad = run_check(ProvenanceOfNothing(), "check_derived_from_names_switches")
+    assert bad.status == "failed" and "skip_parts" in bad.detail
+    bad = run_check(ProvenanceOfUnknownParts(), "check_derived_from_names_switches")
+    assert bad.status == "failed" and "zz" in bad.detail
+
+
 def test_check_detector_raises_with_every_failure_and_honours_declared_ones():
     with pytest.raises(DetectorCheckError, match="check_threshold_consistency"):
         check_detector(Broken(defect="inconsistent"))
