@@ -480,6 +480,22 @@ def check_quiet_on_clean_trace(detector: Any) -> None:
             raise DetectorCheckError(f"fired ({d.verdict.value}, score {d.score}) at call {i} of a clean trace")
 
 
+def _declared_per_param(detector: Any, attribute: str) -> tuple[type, dict, dict]:
+    """(class, what the class declares per parameter in ``attribute``, the detector's params);
+    CheckNotApplicable when it declares nothing, DetectorCheckError when it names a parameter
+    the detector does not take."""
+    cls = type(detector)
+    declared = dict(getattr(cls, attribute, None) or {})
+    if not declared:
+        raise CheckNotApplicable(f"the class declares no {attribute}")
+    params = detector.get_params() if hasattr(detector, "get_params") else {}
+    accepted = set(cls.param_names()) if hasattr(cls, "param_names") else set(params)
+    unknown = set(declared) - accepted
+    if unknown:
+        raise DetectorCheckError(f"{attribute} names parameter(s) the detector does not take: {', '.join(sorted(unknown))}")
+    return cls, declared, params
+
+
 def check_rejects_out_of_range_params(detector: Any) -> None:
     """Every range the class declares in ``param_ranges`` is enforced: a value just outside it
     (below, above, of the wrong type, not among the choices) is refused with a ValueError
@@ -487,15 +503,7 @@ def check_rejects_out_of_range_params(detector: Any) -> None:
     from .params import outside_values
     from .registry import build
 
-    cls = type(detector)
-    declared = dict(getattr(cls, "param_ranges", None) or {})
-    if not declared:
-        raise CheckNotApplicable("the class declares no param_ranges")
-    params = detector.get_params() if hasattr(detector, "get_params") else {}
-    accepted = set(cls.param_names()) if hasattr(cls, "param_names") else set(params)
-    unknown = set(declared) - accepted
-    if unknown:
-        raise DetectorCheckError(f"param_ranges names parameter(s) the detector does not take: {', '.join(sorted(unknown))}")
+    cls, declared, params = _declared_per_param(detector, "param_ranges")
     build(cls, params)
     for name, rule in declared.items():
         for bad in outside_values(rule):
@@ -513,15 +521,7 @@ def check_derived_from_names_switches(detector: Any) -> None:
     switched off at once (what leave-one-corpus-out does with a corpus they came from)."""
     from .registry import build
 
-    cls = type(detector)
-    declared = dict(getattr(cls, "derived_from", None) or {})
-    if not declared:
-        raise CheckNotApplicable("the class declares no derived_from")
-    params = detector.get_params() if hasattr(detector, "get_params") else {}
-    accepted = set(cls.param_names()) if hasattr(cls, "param_names") else set(params)
-    unknown = set(declared) - accepted
-    if unknown:
-        raise DetectorCheckError(f"derived_from names parameter(s) the detector does not take: {', '.join(sorted(unknown))}")
+    cls, declared, params = _declared_per_param(detector, "derived_from")
     off = {name: list(params.get(name) or ()) + list(parts) for name, parts in declared.items()}
     try:
         variant = build(cls, {**params, **off})
