@@ -60,7 +60,10 @@ def _run(out: Path, corpus: Path | None, detectors: str | None, extra: Sequence[
     if say:
         print("$ loopbench " + " ".join(cmd[3:]), flush=True)
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=None if say else subprocess.PIPE, text=True)
+    if proc.returncode:
+        sys.exit(f"bench_loco: loopbench {' '.join(cmd[3:])} failed (exit {proc.returncode})"
+                 + (f":\n{proc.stderr.strip()[-2000:]}" if proc.stderr else ""))
     if say:
         print(f"run: {time.perf_counter() - t0:.1f} s", flush=True)
     return out
