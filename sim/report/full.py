@@ -16,8 +16,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from sim.report.transfer import (HELDOUT_TRANSFER_COLUMNS, TRANSFER_COLUMNS, heldout_text, heldout_transfer, tau_text,
-                                 plot_transfer, run_scores, summary_text, transfer)
+from sim.report.transfer import (HELDOUT_TRANSFER_COLUMNS, TRANSFER_COLUMNS, heldout_text, heldout_transfer,
+                                 plot_transfer, pooled_heldout, run_scores, summary_text, tau_text, transfer)
 from sim.report.analysis import Analysis, analyse, load_runs
 from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, CrossValError, Grid, check_run, corpus_cv
 from sim.report.deploy_view import (CLOSED_DEPLOY_COLUMNS, CORPUS_DEPLOY_COLUMNS, CURVE_COLUMNS as DEPLOY_CURVE_COLUMNS,
@@ -347,8 +347,8 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         write_csv(out / "transfer.csv", rows, TRANSFER_COLUMNS)
         held = _heldout_transfer(synthetic, _calibrated_heldout(an, synthetic), real_dir, rounds, seed, rule_grids, notes)
         if held is not None:
-            write_csv(out / "transfer_cv.csv", held, HELDOUT_TRANSFER_COLUMNS)
-            summary["heldout"] = held
+            write_csv(out / "transfer_cv.csv", held[0], HELDOUT_TRANSFER_COLUMNS)
+            summary["heldout"], summary["heldout_ranking"] = held
         moved = (real_dir, rows, summary)
     crossval = None
     if cv is not None:
@@ -401,11 +401,12 @@ def _calibrated_heldout(an: Analysis, as_run: Mapping[str, float]) -> dict[str, 
 def _heldout_transfer(synthetic: Mapping[str, float], synthetic_heldout: Mapping[str, float], real_dir: Path,
                       rounds: int, seed: int,
                       rule_grids: Callable[[Any, set[str], list[str]], Mapping[str, Grid]] | None = None,
-                      notes: list[str] | None = None) -> list[dict[str, Any]] | None:
+                      notes: list[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
     """The held-out transfer rows when the real run's families are corpora; None otherwise (a
     run of one corpus, a synthetic run, a run without per-episode outcomes). The τ-b intervals
     come from the real run's bootstrap, ``rounds`` rounds (about 0.5 s for 1000). With
-    ``rule_grids`` the real side's held-out scores also hold out each detector's rules."""
+    ``rule_grids`` the real side's held-out scores also hold out each detector's rules. Also
+    returns both rankings, the real one by pooled held-out score (``transfer``'s rows), for the plot."""
     try:
         real = load_runs([real_dir])
         check_run(real)
@@ -414,7 +415,8 @@ def _heldout_transfer(synthetic: Mapping[str, float], synthetic_heldout: Mapping
     grids = rule_grids(real, set(), notes if notes is not None else []) if rule_grids is not None else None
     cv = corpus_cv(real, rounds=rounds, seed=seed, grids=grids)
     held = [d for d, g in (grids or {}).items() if g.heldout_cells is not None]
-    return heldout_transfer(synthetic, cv.rows, cv.corpora, synthetic_heldout, cv.heldout_rounds, held)
+    return (heldout_transfer(synthetic, cv.rows, cv.corpora, synthetic_heldout, cv.heldout_rounds, held),
+            transfer(synthetic, pooled_heldout(cv.rows))[0])
 
 
 def _cv_section(doc: Doc, cv: CrossVal) -> None:
@@ -489,11 +491,18 @@ def _transfer_section(doc: Doc, an: Analysis, moved, out: Path, log: Callable[[s
     if summary["only_synthetic"] or summary["only_real"]:
         doc.p("Not compared (scored in one run only): " + ", ".join(
             [f"`{d}` (synthetic)" for d in summary["only_synthetic"]] + [f"`{d}` (real)" for d in summary["only_real"]]) + ".")
-    try:
-        path = plot_transfer(rows, out / "plots" / "transfer.png", synth_name, real_name)
-    except Exception as exc:  # noqa: BLE001 — a plot must not lose the table above
-        log(f"plot transfer.png failed: {type(exc).__name__}: {exc}")
-        return
-    if path is not None:
-        doc.img(path, f"plots/{path.name}", "Transfer of the ranking",
-                "Each line is a detector: its rank on the synthetic run (left) and on the real traces (right).")
+    plots = [("transfer.png", rows, real_name, "Transfer of the ranking",
+              "Each line is a detector: its rank on the synthetic run (left) and on the real traces (right).")]
+    if summary.get("heldout_ranking"):
+        plots.append(("transfer_heldout.png", summary["heldout_ranking"], f"{real_name}, held out",
+                      "Transfer of the ranking, held out",
+                      "The same, ranked on the real traces by the pooled leave-one-corpus-out score: each corpus "
+                      "scored at the threshold the other corpora chose, and without the rules written from it."))
+    for name, ranked, right, title, caption in plots:
+        try:
+            path = plot_transfer(ranked, out / "plots" / name, synth_name, right)
+        except Exception as exc:  # noqa: BLE001 — a plot must not lose the table above
+            log(f"plot {name} failed: {type(exc).__name__}: {exc}")
+            continue
+        if path is not None:
+            doc.img(path, f"plots/{path.name}", title, caption)

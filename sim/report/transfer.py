@@ -162,6 +162,11 @@ def _side(cv_rows: Sequence[Mapping[str, Any]], corpus: str, side: str) -> dict[
             if r["corpus"] == corpus and r["metric"] == "score_standard" and r[side] is not None}
 
 
+def pooled_heldout(cv_rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Detector -> its pooled held-out standard score in a LOCO table's rows."""
+    return _side(cv_rows, "pooled", "heldout")
+
+
 def tau_text(v: float | None, lo: float | None = None, hi: float | None = None) -> str:
     """A τ-b for a table or a line: two decimals, its interval in brackets when there is one."""
     if v is None:

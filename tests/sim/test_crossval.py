@@ -333,3 +333,6 @@ def test_transfer_ranks_the_real_side_with_the_rules_held_out(real_run, tmp_path
         assert set(df["rules_held_out"]) == {rules}
         said = "`progress_guard` without the rules written from the held-out corpus" in r.output
         assert said is bool(rules)
+        # the held-out ranking drawn beside the as-run one
+        assert (tmp_path / f"r{len(flag)}" / "plots" / "transfer_heldout.png").stat().st_size > 0
+        assert "Transfer of the ranking, held out" in (tmp_path / f"r{len(flag)}" / "report.html").read_text()
