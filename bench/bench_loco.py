@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sim.report.analysis import load_runs  # noqa: E402
-from sim.report.crossval import POOLED, corpus_cv  # noqa: E402
+from sim.report.crossval import POOLED, check_run, corpus_cv  # noqa: E402
 from sim.tuning.loco import cv_grids, parse_cv_params, rule_grids, unseen_params  # noqa: E402
 
 #: Where the shared corpora sit beside a checkout (main) or a worktree (one level deeper).
@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     dets = args.detectors.split(",") if args.detectors else None
     grids = {}
     if args.cv_param:
-        grids = cv_grids(run_dir, data.specs, parse_cv_params(args.cv_param, data.specs), data.delta)
+        grids = cv_grids(run_dir, data.specs, parse_cv_params(args.cv_param, data.specs), data.delta,
+                         corpora=None if args.keep_rules else check_run(data))
         print(f"--cv-param: {', '.join(f'{d} {g.param} ({len(g.values)} cells)' for d, g in grids.items())} "
               f"re-simulated in {time.perf_counter() - t0:.1f} s")
     if not args.keep_rules:

@@ -45,7 +45,10 @@ def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, cv_params, cv_rule
     def grids(data):
         from sim.tuning.loco import cv_grids, parse_cv_params
 
-        return cv_grids(data.dirs[0], data.specs, parse_cv_params(cv_params, data.specs), data.delta)
+        from sim.report.crossval import check_run
+
+        return cv_grids(data.dirs[0], data.specs, parse_cv_params(cv_params, data.specs), data.delta,
+                        corpora=check_run(data) if cv_rules else None)
     from sim.report.full import write_report
     from sim.tuning.loco import rule_grids
 

@@ -135,6 +135,25 @@ def fold_totals(pf: np.ndarray, d_idx: int, std) -> tuple[np.ndarray, np.ndarray
     return _with_pool(as_run), _with_pool(in_sample), _with_pool(heldout), pick_out, pick_in
 
 
+def variant_folds(pf: np.ndarray, pf_folds: Sequence[np.ndarray], d_idx: int, std) -> tuple[np.ndarray, ...]:
+    """:func:`fold_totals` when each held-out corpus has its own variant of the detector: as run
+    and in-sample from ``pf`` (``(..., C, V, k)``, the detector as shipped); held out, corpus
+    *c*'s value chosen on the other corpora in ``pf_folds[c]`` (the same shape: the variant
+    without *c*'s rules, every corpus) and scored on *c* there."""
+    score_fn = lambda t: score_from_totals(t, std)  # noqa: E731
+    as_run = pf[..., d_idx, :]
+    pick_in = pick_best(score_fn(pf.sum(axis=-3)), d_idx)
+    in_sample = take(pf, np.broadcast_to(pick_in[..., None], pf.shape[:-2]))
+    held, picks = [], []
+    for c, pc in enumerate(pf_folds):
+        others = pc.sum(axis=-3) - pc[..., c, :, :]
+        pick = pick_best(score_fn(others), d_idx)
+        held.append(take(pc[..., c, :, :], pick))
+        picks.append(pick)
+    return (_with_pool(as_run), _with_pool(in_sample), _with_pool(np.stack(held, axis=-2)), np.stack(picks, axis=-1),
+            pick_in)
+
+
 def fixed_folds(pf: np.ndarray, d_idx: int, cells: Sequence[int]) -> tuple[np.ndarray, ...]:
     """:func:`fold_totals` when each corpus's held-out cell is given (``cells[c]``), not chosen:
     in-sample is the run's cell."""
@@ -157,6 +176,10 @@ class Grid:
     #: (``--cv-rules``: the detector without the rules written from that corpus); in-sample is
     #: then the run's cell.
     heldout_cells: Mapping[str, int] | None = None
+    #: Corpus -> every cell's outcomes for the detector without the rules written from that
+    #: corpus (``--cv-param`` with ``--cv-rules``): the held-out choice for the corpus is made,
+    #: and scored, on these; as run and in-sample on ``outcomes`` (the detector as shipped).
+    fold_outcomes: Mapping[str, list[list[Outcome]]] | None = None
 
 
 def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: str = REFERENCE,
@@ -195,7 +218,13 @@ def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: st
             x = episode_totals(by_det[det], index, data.delta)[:, None, :]
             (point, rounds_t), param, values, d_idx = boot.family_totals(x), None, [None], 0
         fixed = grids[det].heldout_cells if grids and det in grids else None
-        if fixed is not None:
+        by_fold = grids[det].fold_outcomes if grids and det in grids else None
+        if by_fold is not None:
+            fx = [boot.family_totals(np.stack([episode_totals(o, index, data.delta) for o in by_fold[c]], axis=1))
+                  for c in corpora]
+            ar_p, in_p, ho_p, pick_out, pick_in = variant_folds(point, [t[0] for t in fx], d_idx, std)
+            ar_r, in_r, ho_r, _, _ = variant_folds(rounds_t, [t[1] for t in fx], d_idx, std)
+        elif fixed is not None:
             ar_p, in_p, ho_p, pick_out, pick_in = fixed_folds(point, d_idx, [fixed[c] for c in corpora])
             ar_r, in_r, ho_r, _, _ = fixed_folds(rounds_t, d_idx, [fixed[c] for c in corpora])
         else:

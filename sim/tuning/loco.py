@@ -50,8 +50,12 @@ def parse_cv_params(items: Sequence[str], specs: Mapping[str, tuple[str, dict]])
 
 
 def cv_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], grids: Mapping[str, list[ParamGrid]],
-             delta: int = DELTA, engine: Engine | int = 0) -> dict[str, Grid]:
-    """Each detector's grid re-simulated over the run's episodes, as :class:`Grid` for the folds."""
+             delta: int = DELTA, engine: Engine | int = 0, corpora: Sequence[str] | None = None) -> dict[str, Grid]:
+    """Each detector's grid re-simulated over the run's episodes, as :class:`Grid` for the folds.
+
+    With ``corpora`` the rules are held out too: a detector that declares where its rules came
+    from gets its grid re-simulated once more per corpus without the rules written from that
+    corpus (``Grid.fold_outcomes``), and each corpus's value is chosen, and scored, on those."""
     trace = Path(run_dir) / "trace.jsonl"
     if not trace.is_file():
         raise TuningError(f"{run_dir}: no trace.jsonl to re-simulate --cv-param over")
@@ -59,11 +63,26 @@ def cv_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], grids: 
     _, profiles = load_profiles()
     out = {}
     for det, det_grids in grids.items():
-        spec, params = specs[det]
-        res = run_sweep(DetectorSpec(det, spec, params), det_grids, episodes, profiles, delta=delta, engine=engine)
+        spec = DetectorSpec(det, *specs[det])
+        res = run_sweep(spec, det_grids, episodes, profiles, delta=delta, engine=engine)
         values = [", ".join(value_text(r[n]) for n in res.params) for r in res.rows]
         default = next(i for i, r in enumerate(res.rows) if r["default"])
-        out[det] = Grid(",".join(res.params), values, default, res.outcomes)
+        folds = None
+        built = spec.build()
+        swept = {g.name.split(".")[0] for g in det_grids}
+        variants = {c: unseen_params(built, c, spec.params) for c in corpora or ()}
+        if any(v is not None for v in variants.values()) and not swept & set(type(built).derived_from):
+            folds = {}
+            for c, params in variants.items():
+                if params is None:
+                    folds[c] = res.outcomes
+                    continue
+                fres = run_sweep(DetectorSpec(f"{det} without {c}", spec.spec, params), det_grids, episodes, profiles,
+                                 delta=delta, engine=engine)
+                if [[r[n] for n in fres.params] for r in fres.rows] != [[r[n] for n in res.params] for r in res.rows]:
+                    raise TuningError(f"--cv-param {det}: without {c}'s rules the grid has other cells")
+                folds[c] = fres.outcomes
+        out[det] = Grid(",".join(res.params), values, default, res.outcomes, fold_outcomes=folds)
     return out
 
 
@@ -121,10 +140,9 @@ def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], cor
 
 def rule_grids(data, taken: set[str], notes: list[str]) -> dict[str, Grid]:
     """:func:`unseen_grids` for a loaded run (``sim.report.analysis.RunData``) on real traces,
-    for its detectors not in ``taken`` (those already have a grid: ``--cv-param``); what cannot
-    be held out, and why, goes to ``notes``."""
-    for d in sorted(set(data.detectors) & taken):
-        notes.append(f"leave-one-corpus-out kept {d}'s rules in: --cv-param chooses its parameter per fold instead")
+    for its detectors not in ``taken`` (those already have a grid: ``--cv-param``, which holds
+    their rules out itself when given the corpora); what cannot be held out, and why, goes to
+    ``notes``."""
     if len(data.dirs) > 1:
         notes.append("leave-one-corpus-out kept every detector's rules in: holding them out re-simulates one run "
                      "folder's episodes, and this report pools several")

@@ -313,11 +313,27 @@ def test_cv_rules_score_each_held_out_corpus_without_the_rules_written_from_it(r
     pd.testing.assert_frame_equal(same, kept[kept.detector != "progress_guard"].reset_index(drop=True))
 
 
-def test_cv_param_on_a_detector_keeps_its_rules_in_and_says_so(real_run, tmp_path):
-    r = CliRunner().invoke(main, ["report", str(real_run), "--cv", "corpus", "--rounds", "20", "--out",
-                                   str(tmp_path / "rep"), "--cv-param", "progress_guard.patience=2,3"])
+def test_cv_param_with_the_rules_held_out_chooses_and_scores_on_the_variant(real_run, tmp_path):
+    """--cv-param on the guard with its rules held out: each corpus's value is chosen on the
+    other corpus scored by the guard without this corpus's rules, and scored on this corpus
+    by that guard at that value (checked against a separate run)."""
+    from detectors.progress_guard import LAYERS_FROM, RULES_FROM
+
+    out = tmp_path / "rep"
+    r = invoke("report", str(real_run), "--cv", "corpus", "--rounds", "20", "--out", str(out),
+               "--cv-param", "progress_guard.patience=1,3")
     assert r.exit_code == 0, r.output
-    assert "kept progress_guard's rules in: --cv-param chooses its parameter per fold instead" in r.stderr
+    assert "kept progress_guard's rules in" not in r.output
+    df = pd.read_csv(out / "cv.csv", keep_default_na=False, dtype={c: str for c in ("value_as_run", "value_in_sample", "value_heldout")})
+    row = df[(df.detector == "progress_guard") & (df.metric == "score_standard") & (df.corpus == "tau_bench_airline")].iloc[0]
+    assert row["param"] == "patience" and row["value_as_run"] == "3"
+    corpus = "tau_bench_airline"
+    rules = json.dumps([n for n, c in RULES_FROM.items() if corpus in c])
+    layers = json.dumps([n for n, c in LAYERS_FROM.items() if corpus in c])
+    without = _corpus_score(tmp_path, corpus, f"progress_guard.skip_rules={rules}", f"progress_guard.skip_layers={layers}",
+                            f"progress_guard.patience={row['value_heldout']}")
+    assert float(row["heldout"]) == pytest.approx(without, abs=1e-4)
+    assert float(row["as_run"]) == pytest.approx(_corpus_score(tmp_path, corpus), abs=1e-4)
 
 
 def test_transfer_ranks_the_real_side_with_the_rules_held_out(real_run, tmp_path):
