@@ -352,3 +352,22 @@ def test_transfer_ranks_the_real_side_with_the_rules_held_out(real_run, tmp_path
         # the held-out ranking drawn beside the as-run one
         assert (tmp_path / f"r{len(flag)}" / "plots" / "transfer_heldout.png").stat().st_size > 0
         assert "Transfer of the ranking, held out" in (tmp_path / f"r{len(flag)}" / "report.html").read_text()
+
+
+def test_variant_folds_choose_on_each_corpus_own_variant():
+    from sim.report.crossval import variant_folds
+
+    pf = per_corpus()
+    # With every variant the detector as shipped, the folds are leave-one-corpus-out's own.
+    same = variant_folds(pf, [pf, pf, pf], 1, STD)
+    for a, b in zip(same, fold_totals(pf, 1, STD)):
+        np.testing.assert_array_equal(a, b)
+    # Held out, "loops" is chosen and scored on its variant: there the clean corpora are quiet at
+    # value 0 too, so the other corpora choose value 0, which catches its loops.
+    variant = pf.copy()
+    variant[:2, 0] = STRICT_CLEAN
+    as_run, in_sample, held, pick_out, pick_in = variant_folds(pf, [pf, pf, variant], 1, STD)
+    assert pick_out.tolist() == [0, 0, 0]
+    np.testing.assert_array_equal(held[2], SENSITIVE_LOOPS)
+    np.testing.assert_array_equal(as_run[:3], pf[:, 1])  # as run and in-sample: as shipped
+    np.testing.assert_array_equal(in_sample, fold_totals(pf, 1, STD)[1])
