@@ -231,7 +231,8 @@ def transfer_lines(dev: dict[str, dict[str, str]], held: dict[str, dict[str, str
 
     cols = (("tau_as_run", "as run"), ("tau_heldout", "LOCO"), ("tau_both_heldout", "both held out"))
     out = ["Transfer: Kendall τ-b between the synthetic run's ranking and the real one (as run: the thresholds the "
-           "runs used; LOCO: each threshold chosen on the other corpora; both held out: the synthetic side at its "
+           "runs used; LOCO: each threshold chosen on the other corpora, and progress_guard without the rules written "
+           "from the corpus; both held out: the synthetic side at its "
            "leave-one-family-out thresholds too; LOCO needs two corpora or more; in brackets the 95% bootstrap "
            "interval over the real traces):", "",
            "| corpus | " + " | ".join(f"{name} dev | held-out" for _, name in cols) + " | real top (as run) dev | held-out |",
