@@ -147,9 +147,5 @@ def rule_grids(data, taken: set[str], notes: list[str]) -> dict[str, Grid]:
         notes.append("leave-one-corpus-out kept every detector's rules in: holding them out re-simulates one run "
                      "folder's episodes, and this report pools several")
         return {}
-    if not (Path(data.dirs[0]) / "trace.jsonl").is_file():
-        notes.append(f"leave-one-corpus-out kept every detector's rules in: {data.dirs[0]} has no trace.jsonl to "
-                     "re-simulate them over")
-        return {}
     todo = [d for d in data.detectors if d not in taken]
     return unseen_grids(data.dirs[0], data.specs, check_run(data), data.delta, detectors=todo)

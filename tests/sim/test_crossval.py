@@ -372,3 +372,16 @@ def test_variant_folds_choose_on_each_corpus_own_variant():
     np.testing.assert_array_equal(held[2], SENSITIVE_LOOPS)
     np.testing.assert_array_equal(as_run[:3], pf[:, 1])  # as run and in-sample: as shipped
     np.testing.assert_array_equal(in_sample, fold_totals(pf, 1, STD)[1])
+
+
+def test_pooled_run_folders_keep_the_rules_in_and_the_report_says_so(real_run, tmp_path):
+    again = tmp_path / "again"
+    r = invoke("run", "--suite", "real-dev", "--detectors", "exact,progress_guard", "--out", str(again),
+               "--no-progress", "--no-report")
+    assert r.exit_code == 0, r.output
+    r = invoke("report", str(real_run), str(again), "--cv", "corpus", "--rounds", "20", "--out", str(tmp_path / "rep"))
+    assert r.exit_code == 0, r.output
+    assert "kept every detector's rules in" in r.output and "pools several" in r.output
+    df = pd.read_csv(tmp_path / "rep" / "cv.csv", keep_default_na=False)
+    g = df[(df.detector == "progress_guard") & (df.metric == "score_standard")]
+    assert (g["heldout"] == g["as_run"]).all()
