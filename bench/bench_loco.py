@@ -69,22 +69,27 @@ def _run(out: Path, corpus: Path | None, detectors: str | None, extra: Sequence[
     return out
 
 
-#: What a deployer reads (``deploy.csv``, halting at the first alarm): metric -> column title.
-DEPLOY = (("successes_stopped", "successful runs stopped"), ("failed_calls_saved", "failed-run calls saved"))
+#: What a deployer reads (``deploy.csv``): (action, metric) -> what the row says, and the scale
+#: of its share (percent, or per 100 calls for nudges).
+DEPLOY = {("halt", "successes_stopped"): ("successful runs stopped, halting at the first alarm", "%"),
+          ("configured", "successes_stopped"): ("successful runs stopped, as configured (a nudge first)", "%"),
+          ("halt", "failed_calls_saved"): ("failed-run calls saved, halting at the first alarm", "%"),
+          ("nudge", "nudges_per_100_clean"): ("nudges per 100 clean calls", "per 100")}
 
 
-def _halt_counts(run_dir: Path, det: str) -> dict[str, tuple[int, int]]:
+def _deploy_counts(run_dir: Path, det: str) -> dict[tuple[str, str], tuple[int, int]]:
     rows = {}
     with open(run_dir / "deploy.csv", newline="", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):  # (the file also has the label oracle's rows)
-            if r["detector"] == det and r["action"] == "halt" and r["metric"] in dict(DEPLOY) and r["count"] and r["of"]:
-                rows[r["metric"]] = (int(float(r["count"])), int(float(r["of"])))
+            key = (r["action"], r["metric"])
+            if r["detector"] == det and key in DEPLOY and r["count"] and r["of"]:
+                rows[key] = (int(float(r["count"])), int(float(r["of"])))
     return rows
 
 
 def deploy_held_out(det: str, spec: tuple[str, dict], corpora: Sequence[str], corpus_dir: Path | None,
                     out: Path) -> list[tuple[str, dict, dict]]:
-    """Per corpus: (corpus, dev counts, held-out counts) of ``DEPLOY``, each from a run of that
+    """Per corpus: (corpus, dev counts, held-out counts) of :data:`DEPLOY`, each from a run of that
     corpus alone — as shipped, and without the rules written from it (``unseen_params``; the
     same run when there are none)."""
     from sim.config.spec import DetectorSpec
@@ -100,13 +105,15 @@ def deploy_held_out(det: str, spec: tuple[str, dict], corpora: Sequence[str], co
             extra = ["--families", corpus]
             for k, v in params.items():
                 extra += ["--param", f"{det}.{k}={json.dumps(v)}"]
-            got.append(_halt_counts(_run(out / f"{corpus}-{tag}", corpus_dir, f"{det}={shipped.spec}", extra, say=False), det))
+            got.append(_deploy_counts(_run(out / f"{corpus}-{tag}", corpus_dir, f"{det}={shipped.spec}", extra, say=False), det))
         rows.append((corpus, *got))
     return rows
 
 
-def _share(c: tuple[int, int] | None) -> str:
-    return "–" if not c or not c[1] else f"{c[0]}/{c[1]} ({100 * c[0] / c[1]:.1f} %)"
+def _share(c: tuple[int, int] | None, scale: str = "%") -> str:
+    if not c or not c[1]:
+        return "–"
+    return f"{c[0]}/{c[1]} ({100 * c[0] / c[1]:.1f} {scale})"
 
 
 def _f(v, digits: int) -> str:
@@ -133,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="Keep every detector's rules in held out (default: each corpus is scored without the rules "
                          "written from it).")
     ap.add_argument("--deploy", action="store_true",
-                    help="Also what the pair does to runs, halting at the first alarm: the first detector dev and held "
-                         "out (rules written from the corpus off), the second held out; one run of each corpus each way.")
+                    help="Also what the pair does to runs (successful runs stopped halting at once and as configured, "
+                         "failed-run calls saved, nudges per 100 clean calls): the first detector dev and held out "
+                         "(rules written from the corpus off), the second held out; one run of each corpus each way.")
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -204,24 +212,27 @@ def main(argv: list[str] | None = None) -> int:
         out = run_dir.parent / f"{run_dir.name}-deploy"
         mine = deploy_held_out(a, data.specs[a], cv.corpora, corpus, out)
         theirs = deploy_held_out(b, data.specs[b], cv.corpora, corpus, out) if b in data.specs else None
-        print(f"\n{a} halting at its first alarm, dev (as shipped) and held out (without the rules written from the "
-              f"corpus){f', beside {b} (held out)' if theirs else ''}; each corpus run alone "
-              f"({time.perf_counter() - t1:.1f} s)")
-        cols = [(m, t, side) for m, t in DEPLOY for side in ("dev", "held out")] + (
-            [(m, t, b) for m, t in DEPLOY] if theirs else [])
-        print("| corpus | " + " | ".join(f"{t}, {side}" for _, t, side in cols) + " |")
-        print("|---|" + "---|" * len(cols))
-        total = {(m, side): [0, 0] for m, _, side in cols}
+        print(f"\nWhat {a} does to runs, dev (as shipped) and held out (without the rules written from the corpus)"
+              f"{f', beside {b} (held out)' if theirs else ''}; each corpus run alone ({time.perf_counter() - t1:.1f} s)")
+        head = [f"{a}, dev", f"{a}, held out"] + ([b] if theirs else [])
+        print("| corpus | measure | " + " | ".join(head) + " |")
+        print("|---|---|" + "---|" * len(head))
+        total: dict[tuple, list[int]] = {}
         for k, row in enumerate(mine):
-            cells = []
-            for m, _, side in cols:
-                c = (row[1] if side == "dev" else row[2] if side == "held out" else theirs[k][2]).get(m)
-                cells.append(_share(c))
-                if c:
-                    total[(m, side)][0] += c[0]
-                    total[(m, side)][1] += c[1]
-            print(f"| {row[0]} | " + " | ".join(cells) + " |")
-        print("| pooled | " + " | ".join(_share(tuple(total[(m, side)])) for m, _, side in cols) + " |")
+            sides = [row[1], row[2]] + ([theirs[k][2]] if theirs else [])
+            for key, (what, scale) in DEPLOY.items():
+                cells = []
+                for i, side in enumerate(sides):
+                    c = side.get(key)
+                    cells.append(_share(c, scale))
+                    if c:
+                        t = total.setdefault((key, i), [0, 0])
+                        t[0] += c[0]
+                        t[1] += c[1]
+                print(f"| {row[0]} | {what} | " + " | ".join(cells) + " |")
+        for key, (what, scale) in DEPLOY.items():
+            print(f"| pooled | {what} | " + " | ".join(_share(tuple(total[(key, i)]) if (key, i) in total else None, scale)
+                                                      for i in range(len(head))) + " |")
     return 0
 
 

@@ -40,19 +40,19 @@ def test_the_guard_is_scored_on_each_corpus_without_the_rules_written_from_it(re
     assert kept[3] == kept[9] and "without" not in kept[2]
 
 
-def test_deploy_gives_what_a_halt_does_to_runs_dev_and_held_out(real_run, capsys):
+def test_deploy_gives_what_the_guard_does_to_runs_dev_and_held_out(real_run, capsys):
     """Each corpus run alone, as shipped and without its rules: the held-out column is the run
     with those rules off (checked against its own deploy.csv), exact's beside it."""
     bench = load_bench("bench_loco")
     assert bench.main(["--run", str(real_run), "--rounds", "20", "--deploy"]) == 0
-    out = capsys.readouterr().out.split("halting at its first alarm")[1]
-    rows = _rows(out)
-    head = [c.strip() for c in out.splitlines()[1].strip("|").split("|")]
-    assert head[1:] == ["successful runs stopped, dev", "successful runs stopped, held out", "failed-run calls saved, dev",
-                        "failed-run calls saved, held out", "successful runs stopped, exact", "failed-run calls saved, exact"]
-    tau = next(r for k, r in rows.items() if k[0] == "tau_bench_airline")
-    held = bench._halt_counts(real_run.parent / f"{real_run.name}-deploy" / "tau_bench_airline-held-out", "progress_guard")
-    c, of = held["failed_calls_saved"]
-    assert tau[4] == f"{c}/{of} ({100 * c / of:.1f} %)"
-    assert tau[3] != tau[4]  # without τ-bench's rules it fires on other calls
-    assert any(k[0] == "pooled" for k in rows)
+    out = capsys.readouterr().out.split("What progress_guard does to runs")[1]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
+    assert cells[0] == ["corpus", "measure", "progress_guard, dev", "progress_guard, held out", "exact"]
+    rows = {(r[0], r[1]): r[2:] for r in cells[1:]}
+    held = bench._deploy_counts(real_run.parent / f"{real_run.name}-deploy" / "tau_bench_airline-held-out", "progress_guard")
+    for key, (what, scale) in bench.DEPLOY.items():
+        c, of = held[key]
+        assert rows[("tau_bench_airline", what)][1] == f"{c}/{of} ({100 * c / of:.1f} {scale})"
+    saved = rows[("tau_bench_airline", "failed-run calls saved, halting at the first alarm")]
+    assert saved[0] != saved[1]  # without τ-bench's rules it fires on other calls
+    assert {k[1] for k in rows if k[0] == "pooled"} == {what for what, _ in bench.DEPLOY.values()}
