@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_loco import default_corpus  # noqa: E402  (where the corpora sit beside a checkout)
 from detectors.progress_guard import LAYERS, RULES, ProgressGuard  # noqa: E402
-from sim.scoring.outcomes import Outcome, composite, load_profiles  # noqa: E402
+from sim.report.analysis import outcome_objects  # noqa: E402
+from sim.scoring.outcomes import composite, load_profiles  # noqa: E402
 from sim.tuning.loco import unseen_params  # noqa: E402
 
 GUARD = "detectors.progress_guard:ProgressGuard"
@@ -111,20 +112,15 @@ def held_out_pooled(run: Path) -> tuple[float, Counter, float, Counter]:
     """The whole suite scored held out — each episode by the guard without the rules written
     from the corpus it comes from (its id's prefix) — and as shipped: (score, tp/false counts)
     each way, the standard composite over every episode."""
+    import pandas as pd
+
     _, profiles = load_profiles()
-    held, shipped = [], []
-    with open(run / "episodes.csv", newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    present = {r["detector"] for r in rows}
-    for r in rows:
-        src = r["episode"].split(":")[0]
-        wanted = HELD_OUT.format(src) if HELD_OUT.format(src) in present else "progress_guard"
-        o = Outcome(r["episode"], r["family"], r["unit"], r["outcome"], None, None,
-                    int(float(r["delay"])) if r["delay"] else None)
-        if r["detector"] == wanted:
-            held.append(o)
-        if r["detector"] == "progress_guard":
-            shipped.append(o)
+    eps = pd.read_csv(run / "episodes.csv", keep_default_na=False, na_values=[""])
+    present = set(eps["detector"])
+    src = eps["episode"].str.split(":").str[0]
+    wanted = src.map(lambda c: HELD_OUT.format(c) if HELD_OUT.format(c) in present else "progress_guard")
+    held = outcome_objects(eps[eps["detector"] == wanted])
+    shipped = outcome_objects(eps[eps["detector"] == "progress_guard"])
 
     def counts(outs):
         return Counter("tp" if o.outcome == "tp" else "false" for o in outs if o.outcome in ("tp", "fp", "early"))
@@ -132,31 +128,42 @@ def held_out_pooled(run: Path) -> tuple[float, Counter, float, Counter]:
     return composite(held, std), counts(held), composite(shipped, std), counts(shipped)
 
 
+def _alarms(dtp: int, dfalse: int) -> list[str]:
+    return ([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfalse:+d}"] if dfalse else [])
+
+
+def _score_cell(score: float, base: float, dtp: int, dfalse: int) -> str:
+    """A score, with its change against the full guard and the alarms it gains or loses when any moved."""
+    d = score - base
+    moved = abs(d) >= 0.05 or dtp or dfalse
+    return f"{score:.1f}" + (" (" + ", ".join([f"{d:+.1f}"] + _alarms(dtp, dfalse)) + ")" if moved else "")
+
+
+def _metrics_cell(r: dict[str, str], base: dict[str, str]) -> str:
+    def n(row, k):
+        return int(float(row[k]))
+    return _score_cell(float(r["score_standard"]), float(base["score_standard"]), n(r, "tp") - n(base, "tp"),
+                       n(r, "fp") + n(r, "early") - n(base, "fp") - n(base, "early"))
+
+
 def source_table(run: Path, suite: str, layers: list[tuple[str, str]]) -> list[str]:
     """Where each variant's true and false alarms move, per source corpus of an injected suite
     (its families are the injected kinds, so the score table cannot say which corpus moved)."""
     c = _by_source(run)
     sources = sorted({src for _, src in c})
-    rows = [f"without_{name}" for _, name in layers] + ["exact"]
+    rows = [(f"− {name}", lambda src, d=f"without_{name}": d) for _, name in layers] + [("`exact`", lambda src: "exact")]
+    if any(det.startswith(HELD_OUT.format("")) for det, _ in c):
+        # each corpus by its own variant; one nothing was written from, by the guard itself
+        rows.append(("held out: each corpus without its own rules",
+                     lambda src: HELD_OUT.format(src) if (HELD_OUT.format(src), src) in c else "progress_guard"))
     lines = [f"{suite}, by the corpus each episode was built from (true / false-or-early alarms gained or lost "
              "against the full guard):", "", "| variant | " + " | ".join(sources) + " |", "|---" * (len(sources) + 1) + "|"]
-    for det in rows:
+    for label, det in rows:
         cells = []
         for src in sources:
-            dtp = c[(det, src)]["tp"] - c[("progress_guard", src)]["tp"]
-            dfalse = c[(det, src)]["false"] - c[("progress_guard", src)]["false"]
-            cells.append(", ".join(([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfalse:+d}"] if dfalse else [])) or "–")
-        label = "`exact`" if det == "exact" else f"− {det[len('without_'):]}"
+            got, base = c[(det(src), src)], c[("progress_guard", src)]
+            cells.append(", ".join(_alarms(got["tp"] - base["tp"], got["false"] - base["false"])) or "–")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    if any(det.startswith(HELD_OUT.format("")) for det, _ in c):
-        cells = []
-        for src in sources:
-            det = HELD_OUT.format(src)
-            got = c.get((det, src)) if (det, src) in c else c[("progress_guard", src)]  # nothing written from it
-            dtp = got["tp"] - c[("progress_guard", src)]["tp"]
-            dfalse = got["false"] - c[("progress_guard", src)]["false"]
-            cells.append(", ".join(([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfalse:+d}"] if dfalse else [])) or "–")
-        lines.append("| held out: each corpus without its own rules | " + " | ".join(cells) + " |")
     return lines + [""]
 
 
@@ -174,30 +181,18 @@ def table(run: Path, suite: str, layers: list[tuple[str, str]]) -> list[str]:
             r, base = m.get((det, col)), m.get(("progress_guard", col))
             if r is None:
                 cells.append("–")
-                continue
-            score = float(r["score_standard"])
-            cell = f"{score:.1f}"
-            if det != "progress_guard" and base is not None:
-                d = score - float(base["score_standard"])
-                dtp = int(float(r["tp"])) - int(float(base["tp"]))
-                dfp = int(float(r["fp"])) + int(float(r["early"])) - int(float(base["fp"])) - int(float(base["early"]))
-                moves = [f"{d:+.1f}"] + ([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfp:+d}"] if dfp else [])
-                cell += " (" + ", ".join(moves) + ")" if (abs(d) >= 0.05 or dtp or dfp) else ""
-            cells.append(cell)
+            elif det != "progress_guard" and base is not None:
+                cells.append(_metrics_cell(r, base))
+            else:
+                cells.append(f"{float(r['score_standard']):.1f}")
         label = "the guard" if det == "progress_guard" else ("`exact`" if det == "exact" else f"− {det[len('without_'):]}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     if any(det.startswith(HELD_OUT.format("")) for det, _ in m):
         score, got, base_score, base = held_out_pooled(run)
-        d, dtp, dfp = score - base_score, got["tp"] - base["tp"], got["false"] - base["false"]
-        moves = [f"{d:+.1f}"] + ([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfp:+d}"] if dfp else [])
-        cells = [f"{score:.1f}" + (" (" + ", ".join(moves) + ")" if (abs(d) >= 0.05 or dtp or dfp) else "")]
+        cells = [_score_cell(score, base_score, got["tp"] - base["tp"], got["false"] - base["false"])]
         for col in cols[1:]:
-            r, base = m.get((HELD_OUT.format(col), col)) or m.get(("progress_guard", col)), m.get(("progress_guard", col))
-            d = float(r["score_standard"]) - float(base["score_standard"])
-            dtp = int(float(r["tp"])) - int(float(base["tp"]))
-            dfp = int(float(r["fp"])) + int(float(r["early"])) - int(float(base["fp"])) - int(float(base["early"]))
-            moves = [f"{d:+.1f}"] + ([f"tp {dtp:+d}"] if dtp else []) + ([f"false {dfp:+d}"] if dfp else [])
-            cells.append(f"{float(r['score_standard']):.1f}" + (" (" + ", ".join(moves) + ")" if (abs(d) >= 0.05 or dtp or dfp) else ""))
+            cells.append(_metrics_cell(m.get((HELD_OUT.format(col), col)) or m[("progress_guard", col)],
+                                       m[("progress_guard", col)]))
         lines.append("| held out: each corpus without its own rules | " + " | ".join(cells) + " |")
     return lines + [""]
 

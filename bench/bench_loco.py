@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deploy", action="store_true",
                     help="Also what the pair does to runs (successful runs stopped halting at once and as configured, "
                          "failed-run calls saved, nudges per 100 clean calls): the first detector dev and held out "
-                         "(rules written from the corpus off), the second held out; one run of each corpus each way.")
+                         "(rules written from the corpus off), the second held out; one run of each corpus each way, "
+                         "written beside the run folder (RUN-deploy/).")
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)

@@ -24,8 +24,9 @@ from detectors.protocol import Detector
 from scenarios.trace import read_trace
 from sim.config.spec import DetectorSpec
 from sim.execute.engines import Engine
+from sim.report.analysis import outcome_objects
 from sim.report.crossval import RULES_PARAM, Grid, check_run
-from sim.scoring.outcomes import DELTA, load_profiles, units_by_id
+from sim.scoring.outcomes import DELTA, Outcome, load_profiles, units_by_id
 from sim.tuning.evaluate import call_scores, run_specs, verdict_outcomes
 from sim.tuning.params import ParamGrid, TuningError, parse_param, value_text
 from sim.tuning.sweep import run_sweep, sweep_cells
@@ -101,11 +102,14 @@ def unseen_params(det: Detector, corpus: str, params: Mapping[str, Any] | None =
 
 
 def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], corpora: Sequence[str],
-                 delta: int = DELTA, engine: Engine | int = 0, detectors: Sequence[str] | None = None) -> dict[str, Grid]:
+                 delta: int = DELTA, engine: Engine | int = 0, detectors: Sequence[str] | None = None,
+                 shipped: Mapping[str, list[Outcome]] | None = None) -> dict[str, Grid]:
     """For each detector of the run that declares where its rules came from: the detector as
     shipped and, per corpus, as it would be without the parts written from that corpus, each
     re-simulated over the run's episodes; :class:`Grid` with ``heldout_cells`` naming each
-    corpus's variant. Detectors that declare nothing, or nothing from these corpora, are left out."""
+    corpus's variant. Detectors that declare nothing, or nothing from these corpora, are left out.
+    ``shipped``: the run's own outcomes of a detector, taken as its shipped cell instead of
+    simulating it again."""
     todo = {}
     for det in detectors or specs:
         spec = DetectorSpec(det, *specs[det])
@@ -130,9 +134,11 @@ def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], cor
             else:
                 heldout[corpus] = len(cells)
                 cells.append(DetectorSpec(f"{det} without {corpus}", spec.spec, params))
-        results = run_specs(cells, episodes, engine)
-        outcomes = [verdict_outcomes(units, call_scores(results[c.label], episodes), results[c.label].errors, delta)
-                    for c in cells]
+        stored = (shipped or {}).get(det)
+        results = run_specs(cells[1:] if stored is not None else cells, episodes, engine)
+        outcomes = [stored if stored is not None and i == 0 else
+                    verdict_outcomes(units, call_scores(results[c.label], episodes), results[c.label].errors, delta)
+                    for i, c in enumerate(cells)]
         values = ["as shipped"] + [f"without {c}'s rules" for c, i in heldout.items() if i]
         out[det] = Grid(RULES_PARAM, values, 0, outcomes, heldout_cells=heldout)
     return out
@@ -148,4 +154,6 @@ def rule_grids(data, taken: set[str], notes: list[str]) -> dict[str, Grid]:
                      "folder's episodes, and this report pools several")
         return {}
     todo = [d for d in data.detectors if d not in taken]
-    return unseen_grids(data.dirs[0], data.specs, check_run(data), data.delta, detectors=todo)
+    out = data.outcomes
+    return unseen_grids(data.dirs[0], data.specs, check_run(data), data.delta, detectors=todo,
+                        shipped={d: outcome_objects(out[out["detector"] == d]) for d in todo})
