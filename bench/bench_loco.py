@@ -25,8 +25,6 @@ over the run's episodes), as ``loopbench report --cv corpus --cv-param`` does.
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import subprocess
 import sys
 import time
@@ -37,8 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sim.report.analysis import load_runs  # noqa: E402
+from sim.config.spec import DetectorSpec  # noqa: E402
 from sim.report.crossval import POOLED, check_run, corpus_cv  # noqa: E402
-from sim.tuning.loco import cv_grids, parse_cv_params, rule_grids, unseen_params  # noqa: E402
+from sim.report.cv_deploy import SHOWN as DEPLOY_SHOWN, cell_text, heldout_deploy  # noqa: E402
+from sim.tuning.loco import cv_grids, parse_cv_params, rule_grids  # noqa: E402
 
 #: Where the shared corpora sit beside a checkout (main) or a worktree (one level deeper).
 CORPUS_CANDIDATES = (ROOT.parent / "shared" / "corpora" / "real", ROOT.parent.parent / "shared" / "corpora" / "real")
@@ -69,53 +69,6 @@ def _run(out: Path, corpus: Path | None, detectors: str | None, extra: Sequence[
     return out
 
 
-#: What a deployer reads (``deploy.csv``): (action, metric) -> what the row says, and the scale
-#: of its share (percent, or per 100 calls for nudges).
-DEPLOY = {("halt", "successes_stopped"): ("successful runs stopped, halting at the first alarm", "%"),
-          ("configured", "successes_stopped"): ("successful runs stopped, as configured (a nudge first)", "%"),
-          ("halt", "failed_calls_saved"): ("failed-run calls saved, halting at the first alarm", "%"),
-          ("nudge", "nudges_per_100_clean"): ("nudges per 100 clean calls", "per 100")}
-
-
-def _deploy_counts(run_dir: Path, det: str) -> dict[tuple[str, str], tuple[int, int]]:
-    rows = {}
-    with open(run_dir / "deploy.csv", newline="", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):  # (the file also has the label oracle's rows)
-            key = (r["action"], r["metric"])
-            if r["detector"] == det and key in DEPLOY and r["count"] and r["of"]:
-                rows[key] = (int(float(r["count"])), int(float(r["of"])))
-    return rows
-
-
-def deploy_held_out(det: str, spec: tuple[str, dict], corpora: Sequence[str], corpus_dir: Path | None,
-                    out: Path) -> list[tuple[str, dict, dict]]:
-    """Per corpus: (corpus, dev counts, held-out counts) of :data:`DEPLOY`, each from a run of that
-    corpus alone — as shipped, and without the rules written from it (``unseen_params``; the
-    same run when there are none)."""
-    from sim.config.spec import DetectorSpec
-
-    shipped = DetectorSpec(det, *spec)
-    rows = []
-    for corpus in corpora:
-        got = []
-        for tag, params in (("dev", shipped.params), ("held-out", unseen_params(shipped.build(), corpus, shipped.params))):
-            if params is None:
-                got.append(got[0])
-                continue
-            extra = ["--families", corpus]
-            for k, v in params.items():
-                extra += ["--param", f"{det}.{k}={json.dumps(v)}"]
-            got.append(_deploy_counts(_run(out / f"{corpus}-{tag}", corpus_dir, f"{det}={shipped.spec}", extra, say=False), det))
-        rows.append((corpus, *got))
-    return rows
-
-
-def _share(c: tuple[int, int] | None, scale: str = "%") -> str:
-    if not c or not c[1]:
-        return "–"
-    return f"{c[0]}/{c[1]} ({100 * c[0] / c[1]:.1f} {scale})"
-
-
 def _f(v, digits: int) -> str:
     return "–" if v is None else f"{v:.{digits}f}"
 
@@ -141,9 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                          "written from it).")
     ap.add_argument("--deploy", action="store_true",
                     help="Also what the pair does to runs (successful runs stopped halting at once and as configured, "
-                         "failed-run calls saved, nudges per 100 clean calls): the first detector dev and held out "
-                         "(rules written from the corpus off), the second held out; one run of each corpus each way, "
-                         "written beside the run folder (RUN-deploy/).")
+                         "failed-run calls saved, loops caught, nudges per 100 clean calls), each dev and held out, "
+                         "per corpus and pooled (what loopbench report --cv corpus writes to cv_deploy.csv).")
     ap.add_argument("--rounds", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -205,35 +157,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{a} ahead of {b} (held-out score) on {len(ahead)} of {len(cv.corpora)} corpora"
               f"{' (' + ', '.join(ahead) + ')' if ahead else ''}; pooled {_ci(pooled, 'vs_reference')}: the interval "
               f"{'excludes' if excl else 'does not exclude'} 0.")
-    if args.deploy and a in data.specs:
-        corpus = args.corpus or (default_corpus() if default_corpus().is_dir() else None)  # None: the shipped ones
-        if corpus is not None and not corpus.is_dir():
-            sys.exit(f"bench_loco: --deploy: {corpus}: no corpora there")
+    if args.deploy:
         t1 = time.perf_counter()
-        out = run_dir.parent / f"{run_dir.name}-deploy"
-        mine = deploy_held_out(a, data.specs[a], cv.corpora, corpus, out)
-        theirs = deploy_held_out(b, data.specs[b], cv.corpora, corpus, out) if b in data.specs else None
-        print(f"\nWhat {a} does to runs, dev (as shipped) and held out (without the rules written from the corpus)"
-              f"{f', beside {b} (held out)' if theirs else ''}; each corpus run alone ({time.perf_counter() - t1:.1f} s)")
-        head = [f"{a}, dev", f"{a}, held out"] + ([b] if theirs else [])
+        pair = [d for d in (a, b) if d in data.detectors]
+        rows, notes = heldout_deploy(data, cv, grids or None, lambda d: DetectorSpec(d, *data.specs[d]).build(),
+                                     rounds=args.rounds, seed=args.seed, detectors=pair)
+        for n in notes:
+            print(f"note: {n}")
+        print(f"\nWhat {' and '.join(pair)} do to runs, dev (as run) and held out (as leave-one-corpus-out scored "
+              f"each corpus), sim.report.cv_deploy, {time.perf_counter() - t1:.1f} s; 95% intervals")
+        head = [f"{d}, {side}" for d in pair for side in ("dev", "held out")]
         print("| corpus | measure | " + " | ".join(head) + " |")
         print("|---|---|" + "---|" * len(head))
-        total: dict[tuple, list[int]] = {}
-        for k, row in enumerate(mine):
-            sides = [row[1], row[2]] + ([theirs[k][2]] if theirs else [])
-            for key, (what, scale) in DEPLOY.items():
+        for corpus in cv.corpora + [POOLED]:
+            for action, metric, what, scale in DEPLOY_SHOWN:
                 cells = []
-                for i, side in enumerate(sides):
-                    c = side.get(key)
-                    cells.append(_share(c, scale))
-                    if c:
-                        t = total.setdefault((key, i), [0, 0])
-                        t[0] += c[0]
-                        t[1] += c[1]
-                print(f"| {row[0]} | {what} | " + " | ".join(cells) + " |")
-        for key, (what, scale) in DEPLOY.items():
-            print(f"| pooled | {what} | " + " | ".join(_share(tuple(total[(key, i)]) if (key, i) in total else None, scale)
-                                                      for i in range(len(head))) + " |")
+                for d in pair:
+                    r = next((x for x in rows if (x["detector"], x["corpus"], x["action"], x["metric"])
+                              == (d, corpus, action, metric)), None)
+                    for side in ("dev", "heldout"):
+                        cell = cell_text(r, side, scale)
+                        if r is not None and r[side] is not None:
+                            k = 100 if scale == "%" else 1
+                            cell += f" [{k * r[side + '_lo']:.1f}, {k * r[side + '_hi']:.1f}]"
+                        cells.append(cell)
+                print(f"| {corpus} | {what} | " + " | ".join(cells) + " |")
     return 0
 
 

@@ -40,19 +40,30 @@ def test_the_guard_is_scored_on_each_corpus_without_the_rules_written_from_it(re
     assert kept[3] == kept[9] and "without" not in kept[2]
 
 
-def test_deploy_gives_what_the_guard_does_to_runs_dev_and_held_out(real_run, capsys):
-    """Each corpus run alone, as shipped and without its rules: the held-out column is the run
-    with those rules off (checked against its own deploy.csv), exact's beside it."""
+def test_deploy_gives_what_the_pair_does_to_runs_dev_and_held_out(real_run, capsys, tmp_path):
+    """The bench prints the product's figures (sim.report.cv_deploy): the same counts as the
+    report's cv_deploy.csv, each corpus and pooled, both detectors dev and held out."""
+    import pandas as pd
+
     bench = load_bench("bench_loco")
     assert bench.main(["--run", str(real_run), "--rounds", "20", "--deploy"]) == 0
-    out = capsys.readouterr().out.split("What progress_guard does to runs")[1]
+    out = capsys.readouterr().out.split("What progress_guard and exact do to runs")[1]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
-    assert cells[0] == ["corpus", "measure", "progress_guard, dev", "progress_guard, held out", "exact"]
+    assert cells[0] == ["corpus", "measure", "progress_guard, dev", "progress_guard, held out", "exact, dev",
+                        "exact, held out"]
     rows = {(r[0], r[1]): r[2:] for r in cells[1:]}
-    held = bench._deploy_counts(real_run.parent / f"{real_run.name}-deploy" / "tau_bench_airline-held-out", "progress_guard")
-    for key, (what, scale) in bench.DEPLOY.items():
-        c, of = held[key]
-        assert rows[("tau_bench_airline", what)][1] == f"{c}/{of} ({100 * c / of:.1f} {scale})"
+    r = CliRunner().invoke(cli, ["report", str(real_run), "--cv", "corpus", "--rounds", "20", "--out", str(tmp_path)],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    d = pd.read_csv(tmp_path / "cv_deploy.csv")
+    for action, metric, what, scale in bench.DEPLOY_SHOWN:
+        for corpus in ("tau_bench_airline", "pooled"):
+            got = d[(d.detector == "progress_guard") & (d.corpus == corpus) & (d.action == action) & (d.metric == metric)].iloc[0]
+            cell = rows[(corpus, what)][1]
+            if scale == "%":
+                assert cell.startswith(f"{int(got.heldout_count)}/{int(got.heldout_of)} "), (corpus, what, cell)
+            else:
+                assert cell.startswith(f"{got.heldout:.1f} "), (corpus, what, cell)
     saved = rows[("tau_bench_airline", "failed-run calls saved, halting at the first alarm")]
     assert saved[0] != saved[1]  # without τ-bench's rules it fires on other calls
-    assert {k[1] for k in rows if k[0] == "pooled"} == {what for what, _ in bench.DEPLOY.values()}
+    assert saved[2] == saved[3]  # exact: no threshold moved, no rule to hold out

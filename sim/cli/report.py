@@ -76,5 +76,9 @@ def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, cv_params, cv_rule
                 click.echo(heldout_text(summary["transfer"]["heldout"]))
         if crossval is not None:
             click.echo(cv_text(crossval))
+            if summary.get("cv_deploy"):
+                from sim.report.cv_deploy import cv_deploy_text, shown_detectors
+
+                click.echo(cv_deploy_text(summary["cv_deploy"], shown_detectors(crossval)))
         click.echo(f"Report: {summary['out']}/report.html ({len(summary['plots'])} plots, "
                    f"{summary['seconds'].get('total', 0):.1f} s)")

@@ -90,6 +90,10 @@ class CrossVal:
     #: (pooled last); the rounds resample the same episodes for every detector, so rankings
     #: compare round by round (the held-out transfer's τ-b interval).
     heldout_rounds: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Detector -> what it was scored with held out: ``(param, values, index per corpus)``,
+    #: corpora in :attr:`corpora` order (``param`` None: as run; :data:`RULES_PARAM`: the grid's
+    #: variant cells; a threshold parameter: the value chosen on the other corpora).
+    picks: dict[str, tuple[str | None, list, list[int]]] = field(default_factory=dict)
 
     def get(self, detector: str, corpus: str, metric: str = "score_standard") -> dict[str, Any] | None:
         for r in self.rows:
@@ -180,6 +184,10 @@ class Grid:
     #: corpus (``--cv-param`` with ``--cv-rules``): the held-out choice for the corpus is made,
     #: and scored, on these; as run and in-sample on ``outcomes`` (the detector as shipped).
     fold_outcomes: Mapping[str, list[list[Outcome]]] | None = None
+    #: Per cell, the re-simulated per-call verdicts (``sim.scoring.thresholds.CallScores``) for
+    #: the held-out deployment figures (:mod:`sim.report.cv_deploy`); None for a cell that is
+    #: the run's own (its ``calls.csv``).
+    calls: Sequence[Any] | None = None
 
 
 def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: str = REFERENCE,
@@ -243,6 +251,7 @@ def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: st
                                                          ("ho_p", f.heldout[0]), ("in_r", f.in_sample[1]),
                                                          ("ho_r", f.heldout[1]))}
         cv.heldout_rounds[det] = m["ho_r"]["score_standard"]
+        cv.picks[det] = (f.param, list(f.values), [int(i) for i in np.asarray(f.pick_out)[:len(corpora)]])
         for ci, corpus in enumerate(names):
             v_out = "" if corpus == POOLED else _value(f.values[int(f.pick_out[ci])])
             for metric in METRICS:

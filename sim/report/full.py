@@ -20,6 +20,7 @@ from sim.report.transfer import (HELDOUT_TRANSFER_COLUMNS, TRANSFER_COLUMNS, hel
                                  plot_transfer, pooled_heldout, run_scores, summary_text, tau_text, transfer)
 from sim.report.analysis import Analysis, analyse, load_runs
 from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, CrossValError, Grid, check_run, corpus_cv
+from sim.report.cv_deploy import CV_DEPLOY_COLUMNS, cv_deploy_section, heldout_deploy
 from sim.report.deploy_view import (CLOSED_DEPLOY_COLUMNS, CORPUS_DEPLOY_COLUMNS, CURVE_COLUMNS as DEPLOY_CURVE_COLUMNS,
                                     DEPLOY_COLUMNS, DeployView, deploy_section, deploy_view, plot_operating_curve)
 from scenarios.files import atomic_write
@@ -351,9 +352,14 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
             summary["heldout"], summary["heldout_ranking"] = held
         moved = (real_dir, rows, summary)
     crossval = None
+    cv_deploy: list[dict] = []
     if cv is not None:
         crossval = corpus_cv(data, rounds=rounds, seed=seed, grids=grids, analysis=an)
         write_csv(out / "cv.csv", crossval.rows, CV_COLUMNS)
+        cv_deploy, deploy_notes = heldout_deploy(data, crossval, grids, _builder(data), rounds=rounds, seed=seed)
+        notes += deploy_notes
+        if cv_deploy:
+            write_csv(out / "cv_deploy.csv", cv_deploy, CV_DEPLOY_COLUMNS)
     view = deploy_view(data, _builder(data), rounds=rounds, seed=seed)
     by_run = ["run"] if view.runs else []  # a report of several runs: each run's rows apart
     write_csv(out / "deploy.csv", view.rows, by_run + DEPLOY_COLUMNS)
@@ -377,6 +383,8 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         _transfer_section(doc, an, moved, out, log)
     if crossval is not None:
         _cv_section(doc, crossval)
+        if cv_deploy:
+            cv_deploy_section(doc, crossval, cv_deploy)
     title = f"loopbench report — {data.manifests[0].get('config', {}).get('suite', 'replay')}"
     atomic_write(out / "report.md", doc.markdown())
     atomic_write(out / "report.html", doc.html(title))
@@ -385,6 +393,7 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
         result["transfer"] = moved[2]
     if crossval is not None:
         result["cv"] = crossval
+        result["cv_deploy"] = cv_deploy
     return result
 
 

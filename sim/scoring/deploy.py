@@ -44,6 +44,7 @@ from scenarios.severity import BLIP, RUNAWAY, Severity
 from sim.files import read_table, write_csv
 from sim.numbers import as_bool, as_float
 from sim.scoring.outcomes import DELTA
+from sim.scoring.thresholds import HALTING_VERDICTS
 from sim.scoring.uncertainty import LEVEL, ROUNDS, SEED, Bootstrap, percentile_interval
 
 DEPLOY_COLUMNS = ["detector", "action", "metric", "value", "lo", "hi", "count", "of", "note"]
@@ -68,7 +69,7 @@ METRICS = (
 )
 
 #: Verdicts that end a run when the guard runs as configured (a nudge or a refused call lets it go on).
-HALTING = ("stop", "escalate")
+HALTING = HALTING_VERDICTS
 #: The reference row of ``deploy.csv`` and ``deploy_curves.csv``: halts where the labels say a loop is.
 LABEL_ORACLE = "label_oracle"
 #: The metrics the halting actions (``halt``, ``configured``, the oracle) report.

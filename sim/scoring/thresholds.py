@@ -36,6 +36,8 @@ from detectors.protocol import Detector
 from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, summarize, units_by_id
 from scenarios.tree import Episode
 
+#: Verdicts that end a run when the guard runs as configured (a nudge or a refused call lets it go on).
+HALTING_VERDICTS = ("stop", "escalate")
 #: Most thresholds a sweep tries; a float score with many distinct values is cut at quantiles.
 MAX_VALUES = 40
 FAR_TARGETS = (0.01, 0.05)
@@ -47,6 +49,9 @@ class CallScores:
 
     by_episode: dict[str, tuple[list[str], np.ndarray, list[str]]] = field(default_factory=dict)
     verdict_alarm: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Per episode, which calls the detector's own verdict ends the run with (``stop`` /
+    #: ``escalate``): the "as configured" halts of the deployment view.
+    verdict_halt: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def from_rows(cls, rows) -> "CallScores":
@@ -67,6 +72,7 @@ class CallScores:
                                 [str(cols["tool"][i]) for i in idx])
             if verdicts is not None:
                 cs.verdict_alarm[e] = np.array([verdicts[i] != "allow" for i in idx])
+                cs.verdict_halt[e] = np.array([verdicts[i] in HALTING_VERDICTS for i in idx])
         return cs
 
     def scores(self) -> np.ndarray:

@@ -11,7 +11,7 @@ from sim.execute.engines import Engine, as_engine
 from sim.config.spec import DetectorSpec
 from sim.execute.tasks import OpenResult
 from sim.scoring.outcomes import DELTA, Outcome, ScoringUnits, composite, summarize
-from sim.scoring.thresholds import CallScores
+from sim.scoring.thresholds import HALTING_VERDICTS, CallScores
 from scenarios.tree import Episode
 
 
@@ -37,6 +37,7 @@ def call_scores(res: OpenResult, episodes: Sequence[Episode]) -> CallScores:
         cs.by_episode[ep.id] = ([s.node_id for s in scores], np.array([s.score for s in scores], dtype=float),
                                 [tool_of[s.node_id] for s in scores])
         cs.verdict_alarm[ep.id] = np.array([s.verdict is not Verdict.ALLOW for s in scores], dtype=bool)
+        cs.verdict_halt[ep.id] = np.array([s.verdict.value in HALTING_VERDICTS for s in scores], dtype=bool)
     return cs
 
 

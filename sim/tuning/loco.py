@@ -136,11 +136,12 @@ def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], cor
                 cells.append(DetectorSpec(f"{det} without {corpus}", spec.spec, params))
         stored = (shipped or {}).get(det)
         results = run_specs(cells[1:] if stored is not None else cells, episodes, engine)
-        outcomes = [stored if stored is not None and i == 0 else
-                    verdict_outcomes(units, call_scores(results[c.label], episodes), results[c.label].errors, delta)
-                    for i, c in enumerate(cells)]
+        calls = [None if stored is not None and i == 0 else call_scores(results[c.label], episodes)
+                 for i, c in enumerate(cells)]
+        outcomes = [stored if cs is None else verdict_outcomes(units, cs, results[c.label].errors, delta)
+                    for c, cs in zip(cells, calls)]
         values = ["as shipped"] + [f"without {c}'s rules" for c, i in heldout.items() if i]
-        out[det] = Grid(RULES_PARAM, values, 0, outcomes, heldout_cells=heldout)
+        out[det] = Grid(RULES_PARAM, values, 0, outcomes, heldout_cells=heldout, calls=calls)
     return out
 
 
