@@ -31,7 +31,8 @@ import pandas as pd
 
 from sim.numbers import as_float
 from sim.report.crossval import POOLED, RULES_PARAM, CrossVal, Grid
-from sim.scoring.deploy import FIELDS, HALTING, METRICS, DeployRows, metrics_from_totals, run_outcomes
+from sim.scoring.deploy import (FIELDS, HALTING, METRICS, DeployRows, metric_note, metrics_from_totals, recorded,
+                                run_outcomes)
 from sim.scoring.uncertainty import Bootstrap, percentile_interval
 
 CV_DEPLOY_COLUMNS = ["detector", "corpus", "action", "metric", "heldout_as", "dev", "dev_lo", "dev_hi", "dev_count",
@@ -136,8 +137,7 @@ def heldout_deploy(data, cv: CrossVal, grids: Mapping[str, Grid] | None, build: 
     if not len(units_all) or not len(calls_all):
         return [], []
     outcomes = run_outcomes(units_all, data.closed)
-    if not outcomes.known:
-        return [], [f"the run records no run outcome (success / failure): no deployment figure, dev or held out"]
+    has_sev, has_tok = recorded(units_all, calls_all)
     ep_fam = dict(zip(units_all["episode"].astype(str), units_all["family"].astype(str)))
     keys = {e: i for i, e in enumerate(ep_fam)}
     boot = Bootstrap(list(keys), [ep_fam[e] for e in keys], rounds=rounds, seed=seed)
@@ -173,9 +173,11 @@ def heldout_deploy(data, cv: CrossVal, grids: Mapping[str, Grid] | None, build: 
                 ho_p, ho_m, ho_r = per[("heldout", act)]
                 for ci, corpus in enumerate(names):
                     known_ho = act != "configured" or al.configured_known
+                    why = metric_note(metric, outcomes, has_sev, has_tok, dev_p[ci, _F[den]])
                     row = {"detector": det, "corpus": corpus, "action": act, "metric": metric, "heldout_as": held_as,
-                           "note": "" if known_ho else "which alarms halt at the held-out threshold is unknown"}
-                    for side, p, m, r, known in (("dev", dev_p, dev_m, dev_r, True), ("heldout", ho_p, ho_m, ho_r, known_ho)):
+                           "note": why or ("" if known_ho else "which alarms halt at the held-out threshold is unknown")}
+                    for side, p, m, r, known in (("dev", dev_p, dev_m, dev_r, not why),
+                                                 ("heldout", ho_p, ho_m, ho_r, known_ho and not why)):
                         d = p[ci, _F[den]]
                         ok = known and d > 0
                         lo, hi = percentile_interval(r[metric][:, ci]) if ok else (np.nan, np.nan)

@@ -254,7 +254,16 @@ def metrics_from_totals(t: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def _note(metric: str, outcomes: Outcomes, has_severity: bool, has_tokens: bool, den: float) -> str:
+def recorded(episodes: pd.DataFrame, calls: pd.DataFrame) -> tuple[bool, bool]:
+    """Whether a run's files record loop severities, and tokens per call (what :func:`metric_note` asks)."""
+    has_sev = bool(len(episodes)) and any(v != UNKNOWN for v in severities(
+        episodes.drop_duplicates(["episode", "unit"]), calls.drop_duplicates(["episode", "node"])))
+    has_tok = "tokens" in calls and bool(pd.to_numeric(calls["tokens"], errors="coerce").fillna(0).gt(0).any())
+    return has_sev, has_tok
+
+
+def metric_note(metric: str, outcomes: Outcomes, has_severity: bool, has_tokens: bool, den: float) -> str:
+    """Why ``metric`` is not measured (empty: it is): no run outcome, no tokens, no severity, no episode."""
     if metric in ("successes_stopped", "failures_stopped", "failed_calls_saved", "failed_tokens_saved"):
         if not outcomes.known:
             return "run outcome unknown for every episode"
@@ -279,16 +288,14 @@ def deploy_rows(episodes: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFram
     ep_fam = dict(zip(episodes["episode"].astype(str), episodes["family"].astype(str)))
     keys = {e: i for i, e in enumerate(ep_fam)}
     boot = Bootstrap(list(keys), [ep_fam[e] for e in keys], rounds=rounds, seed=seed, level=level)
-    has_sev = bool(len(episodes)) and any(v != UNKNOWN for v in severities(
-        episodes.drop_duplicates(["episode", "unit"]), calls.drop_duplicates(["episode", "node"])))
-    has_tok = "tokens" in calls and bool(pd.to_numeric(calls["tokens"], errors="coerce").fillna(0).gt(0).any())
+    has_sev, has_tok = recorded(episodes, calls)
     rows: list[dict] = []
 
     def add(det: str, action: str, x: np.ndarray, metrics: Sequence[tuple]) -> None:
         point, per_round = boot.totals(x)
         pm, rm = metrics_from_totals(point), metrics_from_totals(per_round)
         for name, num, den in metrics:
-            note = _note(name, outcomes, has_sev, has_tok, point[_F[den]])
+            note = metric_note(name, outcomes, has_sev, has_tok, point[_F[den]])
             measured = note == ""
             lo, hi = percentile_interval(rm[name], level) if measured else (np.nan, np.nan)
             rows.append({"detector": det, "action": action, "metric": name,

@@ -190,6 +190,15 @@ def test_family_names_from_traces_are_escaped_in_the_report(tmp_path):
     assert "<script>" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page and "b&amp;b" in page
     assert set(pd.read_csv(run / "cv.csv", keep_default_na=False)["corpus"]) == {evil, "b&b", POOLED}
+    # the deployer's held-out figures name the corpora too (the trace records no run outcome:
+    # what needs one is left empty, with the reason)
+    assert "In a deployer" in page and "dev and held out" in page
+    assert page.count("&lt;script&gt;") >= 2
+    d = pd.read_csv(run / "cv_deploy.csv", keep_default_na=False)
+    assert set(d["corpus"]) == {evil, "b&b", POOLED}
+    stopped = d[(d.metric == "successes_stopped")]
+    assert (stopped["dev"] == "").all() and (stopped["note"] == "run outcome unknown for every episode").all()
+    assert (d[d.metric == "nudges_per_100_clean"]["dev"] != "").all()
     # the same corpora in a synthetic run's transfer section, ranked held out
     synth = tmp_path / "synth"
     r = invoke("run", "--suite", "quick", "--episodes", "2", "--mode", "open", "--detectors", "exact,no_progress",
