@@ -15,8 +15,9 @@ from sim.cli.app import LoopbenchError, main
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed (the report is deterministic given it).")
 @click.option("--transfer", "transfer_run", default=None, type=click.Path(file_okay=False),
               help="A run on real traces (e.g. --suite real-dev): compare its ranking with the first run's.")
-@click.option("--cv", "cv", type=click.Choice(["corpus"]), default=None,
-              help="On a run over real traces: leave-one-corpus-out (cv.csv and a report section).")
+@click.option("--cv", "cv", type=click.Choice(["auto", "corpus", "none"]), default="auto", show_default=True,
+              help="Leave-one-corpus-out (cv.csv, cv_deploy.csv and a report section): 'corpus' requires a run over "
+                   "real traces with two or more corpora, 'auto' adds it whenever the run has them, 'none' leaves it out.")
 @click.option("--cv-param", "cv_params", multiple=True,
               help="With --cv corpus: DETECTOR.PARAM=V1,V2,... also chosen per fold, each value re-simulated over the "
                    "run's episodes (repeatable; several for one detector make a grid).")
@@ -39,8 +40,11 @@ def report_cmd(run_dirs, out, rounds, seed, transfer_run, cv, cv_params, cv_rule
     from sim.report.crossval import CrossValError, cv_text
     from sim.tuning.params import TuningError
 
-    if cv_params and (cv is None or len(run_dirs) > 1):
-        raise LoopbenchError("--cv-param needs --cv corpus and one run folder")
+    if cv_params and (cv == "none" or len(run_dirs) > 1):
+        raise LoopbenchError("--cv-param needs leave-one-corpus-out (not --cv none) and one run folder")
+    if cv_params:
+        cv = "corpus"  # a grid to choose per fold needs the folds: a run that has none is an error
+    cv = None if cv == "none" else cv
 
     def grids(data):
         from sim.tuning.loco import cv_grids, parse_cv_params

@@ -113,7 +113,7 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, harness, out, 
             else:
                 summary = run(cfg, log=log)
             phase = "report"
-            write_report_steps(Path(summary["out"]), log, report=not no_report)
+            reported = write_report_steps(Path(summary["out"]), log, report=not no_report)
     except (ResumeError, EngineError, RunFolderError, Unsupported) as exc:
         raise LoopbenchError(str(exc)) from None
     except KeyboardInterrupt as exc:
@@ -125,6 +125,13 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, harness, out, 
         click.echo(json.dumps(summary, indent=2, default=str))
     else:
         click.echo((Path(summary["out"]) / "scoreboard.md").read_text())
+        if reported and reported.get("cv") is not None:  # a run over corpora: dev beside held out
+            from sim.report.crossval import cv_text
+            from sim.report.cv_deploy import cv_deploy_text, shown_detectors
+
+            click.echo(cv_text(reported["cv"]))
+            if reported.get("cv_deploy"):
+                click.echo(cv_deploy_text(reported["cv_deploy"], shown_detectors(reported["cv"])))
         click.echo(f"Run folder: {summary['out']} ({summary['wall_seconds']} s)")
 
 
@@ -157,22 +164,25 @@ def check_harness(harness: str, mode: str) -> None:
         raise LoopbenchError(f"--harness {harness} needs {missing}: pip install 'loopbench[frameworks]'")
 
 
-def write_report_steps(out: Path, log, report: bool = True) -> None:
-    """The scoreboard, then (with ``report``) the full report (plots, intervals, HTML) of a
-    finished run folder. Report trouble is logged, never fatal: the result files are already written."""
+def write_report_steps(out: Path, log, report: bool = True) -> dict | None:
+    """The scoreboard, then (with ``report``) the full report (plots, intervals, HTML; on real
+    traces with two or more corpora, leave-one-corpus-out beside dev) of a finished run folder;
+    the report's summary. Report trouble is logged, never fatal: the result files are already written."""
     import time
 
     from sim.report.scoreboard import write_scoreboard
 
     write_scoreboard(out)
     if not report:
-        return
+        return None
     from sim.report.full import write_report
+    from sim.tuning.loco import rule_grids
 
     t0 = time.perf_counter()
     try:
-        write_report([out], out, log=log)
+        result = write_report([out], out, log=log, cv="auto", rule_grids=rule_grids)
     except Exception as exc:  # noqa: BLE001 — plotting or analysis trouble must not fail the run
         log(f"report not written: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        return
+        return None
     log(f"report: {time.perf_counter() - t0:.1f} s")
+    return result

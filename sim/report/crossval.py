@@ -77,6 +77,16 @@ def check_run(data: RunData) -> list[str]:
     return corpora
 
 
+def splits_by_corpus(data: RunData) -> bool:
+    """Whether the run can be cross-validated by corpus (:func:`check_run` would pass): the
+    report's default ``cv="auto"`` adds leave-one-corpus-out exactly then."""
+    try:
+        check_run(data)
+    except CrossValError:
+        return False
+    return True
+
+
 @dataclass
 class CrossVal:
     """The LOCO table (rows of :data:`CV_COLUMNS`) and what the CLI prints."""

@@ -19,7 +19,8 @@ import pandas as pd
 from sim.report.transfer import (HELDOUT_TRANSFER_COLUMNS, TRANSFER_COLUMNS, heldout_text, heldout_transfer,
                                  plot_transfer, pooled_heldout, run_scores, summary_text, tau_text, transfer)
 from sim.report.analysis import Analysis, analyse, load_runs
-from sim.report.crossval import CV_COLUMNS, POOLED, CrossVal, CrossValError, Grid, check_run, corpus_cv
+from sim.report.crossval import (CV_COLUMNS, POOLED, CrossVal, CrossValError, Grid, check_run, corpus_cv,
+                                 splits_by_corpus)
 from sim.report.cv_deploy import CV_DEPLOY_COLUMNS, cv_deploy_section, heldout_deploy
 from sim.report.deploy_view import (CLOSED_DEPLOY_COLUMNS, CORPUS_DEPLOY_COLUMNS, CURVE_COLUMNS as DEPLOY_CURVE_COLUMNS,
                                     DEPLOY_COLUMNS, DeployView, deploy_section, deploy_view, plot_operating_curve)
@@ -306,9 +307,10 @@ def write_report(run_dirs: Sequence[str | Path], out: str | Path | None = None, 
     ``out`` defaults to the (first) run folder. The CSV tables are written before any plot
     is drawn, so a plotting failure never loses them. With ``transfer_run`` (a run on real
     traces) the report also compares the two rankings (``transfer.csv``, a section and a plot).
-    With ``cv="corpus"`` (a run on real traces) it adds leave-one-corpus-out (``cv.csv`` and a
-    section, :mod:`sim.report.crossval`); a run that cannot be split by corpus raises
-    :class:`sim.report.crossval.CrossValError` before anything is written. ``cv_grids(data)``
+    With ``cv="corpus"`` (a run on real traces) it adds leave-one-corpus-out (``cv.csv``,
+    ``cv_deploy.csv`` and a section, :mod:`sim.report.crossval`); a run that cannot be split by
+    corpus raises :class:`sim.report.crossval.CrossValError` before anything is written;
+    ``cv="auto"`` adds it when the run can be split, silently not otherwise. ``cv_grids(data)``
     returns parameter grids to choose per fold as well (:mod:`sim.tuning.loco`).
     ``rule_grids(data, taken, notes)``: the grids that hold out the rules a detector declares were
     written from each corpus (:func:`sim.tuning.loco.rule_grids`; detectors in ``taken`` already
@@ -327,6 +329,8 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     data = load_runs(run_dirs)
     grids = None
     notes: list[str] = []
+    if cv == "auto":  # held out beside dev wherever the run has corpora to hold out
+        cv = "corpus" if splits_by_corpus(data) else None
     if cv is not None:
         check_run(data)  # refuse before the long part
         grids = dict(cv_grids(data)) if cv_grids is not None else {}

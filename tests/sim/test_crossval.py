@@ -239,8 +239,32 @@ def test_cv_param_chooses_a_re_simulated_default_per_fold(real_run, tmp_path):
     assert float(score.loc["tau_bench_airline", "in_sample"]) == pytest.approx(tau[int(score.loc["tau_bench_airline", "value_in_sample"])], abs=1e-4)
 
 
+def test_held_out_is_beside_dev_by_default_wherever_there_are_corpora(real_run, tmp_path):
+    """`loopbench report` adds leave-one-corpus-out unasked to a run over two or more corpora
+    (--cv auto), not to a synthetic run or a run of one corpus, and never with --cv none;
+    `loopbench run` on real traces prints it under its scoreboard."""
+    r = invoke("report", str(real_run), "--rounds", "20", "--out", str(tmp_path / "auto"))
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "auto" / "cv.csv").is_file() and (tmp_path / "auto" / "cv_deploy.csv").is_file()
+    assert "Leave-one-corpus-out, standard score" in r.output and "in a deployer's terms" in r.output
+    r = invoke("report", str(real_run), "--rounds", "20", "--out", str(tmp_path / "none"), "--cv", "none")
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "none" / "cv.csv").exists() and "Leave-one-corpus-out" not in r.output
+    syn = tmp_path / "syn"
+    r = invoke("run", "--suite", "quick", "--episodes", "2", "--mode", "open", "--detectors", "exact", "--out", str(syn),
+               "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert not (syn / "cv.csv").exists() and "Leave-one-corpus-out" not in r.output
+    run = tmp_path / "real"
+    r = invoke("run", "--suite", "real-dev", "--detectors", "exact,progress_guard", "--out", str(run), "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert r.output.index("Leave-one-corpus-out, standard score") > r.output.index("| detector")  # after the scoreboard
+    assert "progress_guard without the rules written from the held-out corpus" in r.output
+    assert (run / "cv.csv").is_file() and "Leave-one-corpus-out" in (run / "report.md").read_text()
+
+
 def test_cv_param_errors_are_one_line(real_run):
-    for args, words in ((["--cv-param", "progress_guard.patience=2,3"], "needs --cv corpus"),
+    for args, words in ((["--cv", "none", "--cv-param", "progress_guard.patience=2,3"], "needs leave-one-corpus-out"),
                         (["--cv", "corpus", "--cv-param", "nobody.patience=2"], "did not score a detector 'nobody'"),
                         (["--cv", "corpus", "--cv-param", "no_progress.threshold=2"], "has no parameter 'threshold'"),
                         (["--cv", "corpus", "--cv-param", "exact"], "expected DETECTOR.PARAM=V1,V2")):
