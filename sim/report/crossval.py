@@ -314,4 +314,41 @@ def cv_text(cv: CrossVal) -> str:
     if ruled:
         lines.append(f"Held out, {', '.join(ruled)} without the rules written from the held-out corpus; "
                      "in-sample as shipped (--no-cv-rules keeps them in).")
+    if (said := verdict(cv)):
+        lines.append(said)
     return "\n".join(lines)
+
+
+def verdict(cv: CrossVal) -> str:
+    """What leave-one-corpus-out says about picking a detector, in one or two sentences: the
+    held-out leader and whether its lead over the runner-up (paired, the same bootstrap rounds)
+    excludes 0; where the dev leader (as run) lands held out, and its difference against the
+    reference there."""
+    ranked = cv.detectors()
+    if len(ranked) < 2:
+        return ""
+    pooled = {d: cv.get(d, POOLED) for d in ranked}
+    if any(pooled[d]["heldout"] is None for d in ranked[:2]):
+        return ""
+
+    def gap(a: str, b: str) -> tuple[float, float, float]:
+        diff = cv.heldout_rounds[a][:, -1] - cv.heldout_rounds[b][:, -1]
+        lo, hi = percentile_interval(diff)
+        return float(pooled[a]["heldout"] - pooled[b]["heldout"]), float(lo), float(hi)
+
+    first, second = ranked[0], ranked[1]
+    d, lo, hi = gap(first, second)
+    apart = lo > 0
+    text = (f"Verdict held out: `{first}` leads ({pooled[first]['heldout']:.1f}), {d:+.1f} [{lo:.1f}, {hi:.1f}] over "
+            f"`{second}` — {'an interval that excludes 0' if apart else 'not separated: the interval includes 0'}.")
+    as_run = {det: pooled[det]["as_run"] for det in ranked if pooled[det]["as_run"] is not None}
+    dev_top = max(as_run, key=lambda det: as_run[det]) if as_run else None
+    if dev_top is not None and dev_top != first:
+        text += (f" The leader as run, `{dev_top}` ({as_run[dev_top]:.1f}), is #{ranked.index(dev_top) + 1} held out "
+                 f"({pooled[dev_top]['heldout']:.1f})")
+        r = pooled[dev_top]
+        if cv.reference and dev_top != cv.reference and r["vs_reference"] is not None:
+            text += (f"; against `{cv.reference}` {r['vs_reference']:+.1f} [{r['vs_reference_lo']:.1f}, "
+                     f"{r['vs_reference_hi']:.1f}]")
+        text += "."
+    return text

@@ -21,6 +21,7 @@ from sim.report.transfer import (HELDOUT_TRANSFER_COLUMNS, TRANSFER_COLUMNS, hel
 from sim.report.analysis import Analysis, analyse, load_runs
 from sim.report.crossval import (CV_COLUMNS, POOLED, CrossVal, CrossValError, Grid, check_run, corpus_cv,
                                  splits_by_corpus)
+from sim.report.crossval import verdict as cv_verdict
 from sim.report.cv_deploy import CV_DEPLOY_COLUMNS, cv_deploy_section, heldout_deploy
 from sim.report.deploy_view import (CLOSED_DEPLOY_COLUMNS, CORPUS_DEPLOY_COLUMNS, CURVE_COLUMNS as DEPLOY_CURVE_COLUMNS,
                                     DEPLOY_COLUMNS, DeployView, deploy_section, deploy_view, plot_operating_curve)
@@ -463,6 +464,8 @@ def _cv_section(doc: Doc, cv: CrossVal) -> None:
                          ci(r, "gap", "gap_lo", "gap_hi"), vs])
     doc.table(["detector", "corpus", "threshold in-sample", "threshold held-out", "in-sample score",
                "held-out score", "gap", f"vs `{cv.reference}`" if cv.reference else "vs reference"], rows)
+    if (said := cv_verdict(cv)):
+        doc.p(said)
 
 
 def _transfer_section(doc: Doc, an: Analysis, moved, out: Path, log: Callable[[str], None]) -> None:

@@ -418,3 +418,21 @@ def test_pooled_run_folders_keep_the_rules_in_and_the_report_says_so(real_run, t
     df = pd.read_csv(tmp_path / "rep" / "cv.csv", keep_default_na=False)
     g = df[(df.detector == "progress_guard") & (df.metric == "score_standard")]
     assert (g["heldout"] == g["as_run"]).all()
+
+
+def test_the_verdict_names_the_held_out_leader_and_whether_its_lead_is_real(real_run):
+    from sim.report.crossval import verdict
+    from sim.scoring.uncertainty import percentile_interval
+
+    from sim.tuning.loco import rule_grids
+
+    data = load_runs([real_run])
+    cv = corpus_cv(data, rounds=200, grids=rule_grids(data, set(), []))
+    first, second = cv.detectors()[:2]
+    lo, hi = percentile_interval(cv.heldout_rounds[first][:, -1] - cv.heldout_rounds[second][:, -1])
+    said = verdict(cv)
+    assert said.startswith(f"Verdict held out: `{first}` leads") and f"over `{second}`" in said
+    assert f"[{lo:.1f}, {hi:.1f}]" in said
+    assert ("excludes 0" in said) == (lo > 0)
+    # exact leads held out here; as run it is progress_guard, whose place held out is named
+    assert first == "exact" and "The leader as run, `progress_guard`" in said and "#2 held out" in said
