@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from scenarios.injected_suite import is_injected
 from sim.numbers import as_float
 from sim.report.analysis import Analysis, RunData, open_loop_data, swept_totals
 from sim.scoring.outcomes import Outcome, load_profiles
@@ -68,6 +69,10 @@ def check_run(data: RunData) -> list[str]:
         if not (cfg.get("real") or cfg.get("suite") == "replay"):
             raise CrossValError(f"{where}: --cv corpus needs a run on real traces (e.g. --suite real-dev, or a replay of "
                                 f"imported traces); this is a synthetic run of suite {cfg.get('suite', '?')!r}")
+        if is_injected(str(cfg.get("suite", ""))):
+            raise CrossValError(f"{where}: --cv corpus needs families that are corpora; suite {cfg['suite']!r} reports "
+                                "under injection kinds (each episode's corpus is its id's prefix: bench/bench_ablation.py "
+                                "scores it held out by corpus)")
     if not len(data.outcomes):
         raise CrossValError(f"{where}: no open-loop outcomes (episodes.csv) to cross-validate")
     corpora = sorted(set(data.outcomes["family"].astype(str)))

@@ -167,6 +167,14 @@ def test_cv_refuses_runs_it_cannot_split(real_run, tmp_path):
     assert r.exit_code != 0 and "synthetic run" in r.output and "'quick'" in r.output
     r = CliRunner().invoke(main, ["report", str(real_run), "--cv", "family"])
     assert r.exit_code != 0 and "'family'" in r.output
+    # real-injected reports under injection kinds, not corpora: refused with --cv corpus, left
+    # out by the default
+    inj = tmp_path / "inj"
+    r = invoke("run", "--suite", "real-injected", "--detectors", "exact", "--out", str(inj), "--no-progress")
+    assert r.exit_code == 0, r.output
+    assert not (inj / "cv.csv").exists() and "Leave-one-corpus-out" not in r.output
+    r = CliRunner().invoke(main, ["report", str(inj), "--cv", "corpus"])
+    assert r.exit_code != 0 and "injection kinds" in r.output and len(r.output.strip().splitlines()) == 1
 
 
 def test_family_names_from_traces_are_escaped_in_the_report(tmp_path):
