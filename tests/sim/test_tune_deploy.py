@@ -259,3 +259,11 @@ def test_a_nudge_budget_needs_a_guard_that_can_stay_silent(real_rows) -> None:
         pick(Loud(**PARAMS), units, calls, outcomes, 0.01, delta=5, max_nudges=1.0)
     with pytest.raises(TuningError, match="--max-nudges -1"):
         pick(ProgressGuard(**PARAMS), units, calls, outcomes, 0.01, delta=5, max_nudges=-1)
+
+
+def test_real_injected_is_not_left_out_by_injection_kind(tmp_path) -> None:
+    """Its families are injection kinds, not corpora: no leave-one-corpus-out rows over them."""
+    r = invoke("tune", "--objective", "deploy", "--detector", "progress_guard", "--max-stopped", "0.05",
+               "--suite", "real-injected", "--out", str(tmp_path / "inj.toml"), "--no-progress", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout[r.stdout.index("{"):])["loco"] == []
