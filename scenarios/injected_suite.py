@@ -36,6 +36,12 @@ def is_injected(name: str) -> bool:
     return name in SUITES
 
 
+def source_corpus(episode_id: str) -> str:
+    """The corpus an injected episode was built from: its id's prefix, the real trace's corpus
+    (``tau_bench_airline:task10_trial0~stale`` -> ``tau_bench_airline``)."""
+    return episode_id.split(":", 1)[0]
+
+
 def families(name: str) -> list[str]:
     """The families a real suite reports under: the corpora, or for an injected suite the injection kinds."""
     return list(INJECTED_FAMILIES) if is_injected(name) else list(FAMILIES.values())

@@ -73,7 +73,7 @@ def ceiling_text(c: dict, cap: float) -> str:
 def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta, engine, no_progress,
                 as_json, corpus=None, per_tool=True, max_nudges=None) -> None:
     from scenarios.files import atomic_write
-    from scenarios.injected_suite import is_injected
+    from scenarios.injected_suite import is_injected, source_corpus
     from sim.execute.engines import EngineError
     from sim.execute.rows import CALL_COLUMNS, open_rows
     from sim.scoring.deploy import run_outcomes
@@ -107,10 +107,12 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
     except TuningError as exc:
         raise LoopbenchError(f"suite {s.name}: {exc}") from None
     ceiling = oracle_ceiling(units, calls, outcomes, cap, delta)
-    corpora = sorted(set(units["family"].astype(str)))
-    # Leave one corpus out where the families are corpora (real-injected's are injection kinds).
-    by_corpus = s.real and not is_injected(s.name) and len(corpora) >= 2
-    cv = loco(det, units, calls, outcomes, cap, delta=delta, per_tool=per_tool, max_nudges=max_nudges) if by_corpus else []
+    # Leave one corpus out: real-injected's families are injection kinds, its corpora the id's prefix.
+    cu, cc = ((units.assign(family=units["episode"].astype(str).map(source_corpus)),
+               calls.assign(family=calls["episode"].astype(str).map(source_corpus))) if is_injected(s.name)
+              else (units, calls))
+    corpora = sorted(set(cu["family"].astype(str)))
+    cv = loco(det, cu, cc, outcomes, cap, delta=delta, per_tool=per_tool, max_nudges=max_nudges) if s.real and len(corpora) >= 2 else []
 
     nparam = p.nudge_param
     text = lambda st: setting_text(param, st, nparam)  # noqa: E731

@@ -24,12 +24,12 @@ bootstrap seed.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from scenarios.injected_suite import is_injected
+from scenarios.injected_suite import INJECTED_FAMILIES, is_injected, source_corpus
 from sim.numbers import as_float
 from sim.report.analysis import Analysis, RunData, open_loop_data, swept_totals
 from sim.scoring.outcomes import Outcome, load_profiles
@@ -69,10 +69,9 @@ def check_run(data: RunData) -> list[str]:
         if not (cfg.get("real") or cfg.get("suite") == "replay"):
             raise CrossValError(f"{where}: --cv corpus needs a run on real traces (e.g. --suite real-dev, or a replay of "
                                 f"imported traces); this is a synthetic run of suite {cfg.get('suite', '?')!r}")
-        if is_injected(str(cfg.get("suite", ""))):
-            raise CrossValError(f"{where}: --cv corpus needs families that are corpora; suite {cfg['suite']!r} reports "
-                                "under injection kinds (each episode's corpus is its id's prefix: bench/bench_ablation.py "
-                                "scores it held out by corpus)")
+        if is_injected(str(cfg.get("suite", ""))) and set(data.outcomes["family"].astype(str)) & set(INJECTED_FAMILIES):
+            raise CrossValError(f"{where}: suite {cfg['suite']!r} reports under injection kinds, not corpora: "
+                                "group its episodes by the corpus each was built from first (by_corpus)")
     if not len(data.outcomes):
         raise CrossValError(f"{where}: no open-loop outcomes (episodes.csv) to cross-validate")
     corpora = sorted(set(data.outcomes["family"].astype(str)))
@@ -80,6 +79,16 @@ def check_run(data: RunData) -> list[str]:
         raise CrossValError(f"{where}: --cv corpus needs at least 2 corpora (families); this run has "
                             f"{len(corpora)}: {', '.join(corpora) or 'none'}")
     return corpora
+
+
+def by_corpus(data: RunData) -> RunData:
+    """``data`` with each episode's family its corpus: as it is for a run whose families are
+    corpora (``real-dev``, a replay grouped by source); for ``real-injected``, whose families
+    are injection kinds, the corpus each episode was built from."""
+    if not any(is_injected(str(m.get("config", {}).get("suite", ""))) for m in data.manifests):
+        return data
+    regroup = lambda df: df.assign(family=df["episode"].astype(str).map(source_corpus)) if len(df) else df  # noqa: E731
+    return replace(data, outcomes=regroup(data.outcomes), calls=regroup(data.calls))
 
 
 def splits_by_corpus(data: RunData) -> bool:

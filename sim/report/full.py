@@ -19,7 +19,7 @@ import pandas as pd
 from sim.report.transfer import (HELDOUT_TRANSFER_COLUMNS, TRANSFER_COLUMNS, heldout_text, heldout_transfer,
                                  plot_transfer, pooled_heldout, run_scores, summary_text, tau_text, transfer)
 from sim.report.analysis import Analysis, analyse, load_runs
-from sim.report.crossval import (CV_COLUMNS, POOLED, CrossVal, CrossValError, Grid, check_run, corpus_cv,
+from sim.report.crossval import (CV_COLUMNS, POOLED, CrossVal, CrossValError, Grid, by_corpus, check_run, corpus_cv,
                                  splits_by_corpus)
 from sim.report.crossval import verdict as cv_verdict
 from sim.report.cv_deploy import CV_DEPLOY_COLUMNS, cv_deploy_section, heldout_deploy
@@ -330,13 +330,14 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     data = load_runs(run_dirs)
     grids = None
     notes: list[str] = []
+    cv_data = by_corpus(data)  # each episode under its corpus (real-injected's families are kinds)
     if cv == "auto":  # held out beside dev wherever the run has corpora to hold out
-        cv = "corpus" if splits_by_corpus(data) else None
+        cv = "corpus" if splits_by_corpus(cv_data) else None
     if cv is not None:
-        check_run(data)  # refuse before the long part
-        grids = dict(cv_grids(data)) if cv_grids is not None else {}
+        check_run(cv_data)  # refuse before the long part
+        grids = dict(cv_grids(cv_data)) if cv_grids is not None else {}
         if rule_grids is not None:
-            grids.update(rule_grids(data, set(grids), notes))
+            grids.update(rule_grids(cv_data, set(grids), notes))
     out = Path(out) if out is not None else data.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
     an = analyse(data, rounds=rounds, seed=seed, keep_sweeps=cv is not None)  # cv picks from the same sweeps
@@ -359,9 +360,9 @@ def _write_report(run_dirs: Sequence[str | Path], out: str | Path | None, rounds
     crossval = None
     cv_deploy: list[dict] = []
     if cv is not None:
-        crossval = corpus_cv(data, rounds=rounds, seed=seed, grids=grids, analysis=an)
+        crossval = corpus_cv(cv_data, rounds=rounds, seed=seed, grids=grids, analysis=an)
         write_csv(out / "cv.csv", crossval.rows, CV_COLUMNS)
-        cv_deploy, deploy_notes = heldout_deploy(data, crossval, grids, _builder(data), rounds=rounds, seed=seed)
+        cv_deploy, deploy_notes = heldout_deploy(cv_data, crossval, grids, _builder(data), rounds=rounds, seed=seed)
         notes += deploy_notes
         if cv_deploy:
             write_csv(out / "cv_deploy.csv", cv_deploy, CV_DEPLOY_COLUMNS)
@@ -422,7 +423,7 @@ def _heldout_transfer(synthetic: Mapping[str, float], synthetic_heldout: Mapping
     ``rule_grids`` the real side's held-out scores also hold out each detector's rules. Also
     returns both rankings, the real one by pooled held-out score (``transfer``'s rows), for the plot."""
     try:
-        real = load_runs([real_dir])
+        real = by_corpus(load_runs([real_dir]))
         check_run(real)
     except CrossValError:
         return None

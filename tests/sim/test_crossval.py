@@ -167,14 +167,6 @@ def test_cv_refuses_runs_it_cannot_split(real_run, tmp_path):
     assert r.exit_code != 0 and "synthetic run" in r.output and "'quick'" in r.output
     r = CliRunner().invoke(main, ["report", str(real_run), "--cv", "family"])
     assert r.exit_code != 0 and "'family'" in r.output
-    # real-injected reports under injection kinds, not corpora: refused with --cv corpus, left
-    # out by the default
-    inj = tmp_path / "inj"
-    r = invoke("run", "--suite", "real-injected", "--detectors", "exact", "--out", str(inj), "--no-progress")
-    assert r.exit_code == 0, r.output
-    assert not (inj / "cv.csv").exists() and "Leave-one-corpus-out" not in r.output
-    r = CliRunner().invoke(main, ["report", str(inj), "--cv", "corpus"])
-    assert r.exit_code != 0 and "injection kinds" in r.output and len(r.output.strip().splitlines()) == 1
 
 
 def test_family_names_from_traces_are_escaped_in_the_report(tmp_path):
@@ -444,3 +436,35 @@ def test_the_verdict_names_the_held_out_leader_and_whether_its_lead_is_real(real
     assert ("excludes 0" in said) == (lo > 0)
     # exact leads held out here; as run it is progress_guard, whose place held out is named
     assert first == "exact" and "The leader as run, `progress_guard`" in said and "#2 held out" in said
+
+
+def test_real_injected_is_left_out_by_the_corpus_each_episode_was_built_from(tmp_path):
+    """real-injected reports under injection kinds; leave-one-corpus-out groups its episodes by
+    the corpus each was built from (the id's prefix), and holds the guard's rules out with it:
+    τ-bench's held-out score is a separate run with τ-bench's rules off, on the episodes built
+    from τ-bench."""
+    from detectors.progress_guard import LAYERS_FROM, RULES_FROM
+    from sim.report.analysis import outcome_objects
+
+    inj = tmp_path / "inj"
+    r = invoke("run", "--suite", "real-injected", "--detectors", "exact,progress_guard", "--out", str(inj),
+               "--no-progress", "--no-report")
+    assert r.exit_code == 0, r.output
+    r = invoke("report", str(inj), "--rounds", "20")
+    assert r.exit_code == 0, r.output
+    assert "Leave-one-corpus-out, standard score (pooled; then each corpus held out): react_hotpotqa, tau_bench_airline" in r.output
+    cv = pd.read_csv(inj / "cv.csv", keep_default_na=False)
+    assert set(cv["corpus"]) == {"react_hotpotqa", "tau_bench_airline", POOLED}
+    assert (inj / "cv_deploy.csv").is_file()
+    corpus = "tau_bench_airline"
+    alone = tmp_path / "alone"
+    r = invoke("run", "--suite", "real-injected", "--detectors", "progress_guard", "--out", str(alone), "--no-progress",
+               "--no-report", "--param", f"progress_guard.skip_rules={json.dumps([n for n, c in RULES_FROM.items() if corpus in c])}",
+               "--param", f"progress_guard.skip_layers={json.dumps([n for n, c in LAYERS_FROM.items() if corpus in c])}")
+    assert r.exit_code == 0, r.output
+    eps = pd.read_csv(alone / "episodes.csv")
+    built = eps[eps["episode"].str.startswith(corpus + ":")]
+    expected = composite(outcome_objects(built), STD)
+    row = cv[(cv.detector == "progress_guard") & (cv.corpus == corpus) & (cv.metric == "score_standard")].iloc[0]
+    assert float(row["heldout"]) == pytest.approx(expected, abs=1e-6)
+    assert row["value_heldout"] == f"without {corpus}'s rules"
