@@ -33,12 +33,15 @@ import numpy as np
 import xxhash
 
 from scenarios.files import atomic_write
+from scenarios.injected_suite import load_real_episodes
 from scenarios.suites import Suite
 from scenarios.trace import dumps_events, episode_events
+from scenarios.tree import Episode
 from sim.config.manifest import build_manifest
 from sim.config.spec import DetectorSpec
-from sim.execute.rows import EPISODE_COLUMNS, METRIC_COLUMNS, TIMING_COLUMNS
+from sim.execute.rows import EPISODE_COLUMNS, METRIC_COLUMNS, TIMING_COLUMNS, metric_rows
 from sim.execute.runner import build_scenarios, evaluate_open, generate_episodes
+from sim.execute.tasks import OpenResult, run_open
 from sim.files import csv_text, write_csv, write_json
 from sim.scoring.outcomes import DELTA, load_profiles
 from sim.scoring.uncertainty import percentile_interval, unit_weights, weighted_rounds
@@ -56,6 +59,8 @@ TOLERANCES: dict[str, float] = {
     "miss_rate": 0.02,  # +2 points of loops missed
     "median_delay": 1.0,  # +1 call
 }
+#: The suffix of a detector's held-out rows on a real suite (:func:`heldout_rows`).
+HELD_OUT = " (held out)"
 #: Loose by default: CI machines differ. ``--timing-tolerance 1.5`` tightens it on a stable runner.
 TIMING_FACTOR = 3.0
 TIMING_SLACK_US = 5.0
@@ -98,19 +103,68 @@ def suite_record(suite: Suite) -> dict[str, Any]:
     }
 
 
+def heldout_label(label: str) -> str:
+    """The gate's name for ``label`` scored leave-one-corpus-out (:func:`heldout_rows`)."""
+    return f"{label}{HELD_OUT}"
+
+
+def heldout_rows(specs: Sequence[DetectorSpec], episodes: Sequence[Episode], delta: int,
+                 profiles: dict[str, dict[str, float]]) -> tuple[list[dict], list[dict], dict[str, dict[str, str]]]:
+    """On real traces (one family per corpus): each detector that declares which corpora its
+    rules were written from (``Detector.derived_from``) scored on every corpus without the
+    parts written from it — the held-out half of leave-one-corpus-out
+    (:func:`sim.tuning.loco.unseen_params`) — as one more detector, :func:`heldout_label`.
+    Returns its metric rows, its outcome rows, and per held-out label what each corpus was
+    scored with."""
+    from sim.tuning.loco import unseen_params
+
+    by_corpus: dict[str, list[Episode]] = {}
+    for ep in episodes:
+        by_corpus.setdefault(ep.family, []).append(ep)
+    metrics, outcomes, held = [], [], {}
+    for spec in specs:
+        det = spec.build()
+        variants = {c: unseen_params(det, c, spec.params) for c in sorted(by_corpus)}
+        if not any(v is not None for v in variants.values()):
+            continue
+        label = heldout_label(spec.label)
+        scores, errors = {}, {}
+        for corpus, params in variants.items():
+            variant = det if params is None else DetectorSpec(label, spec.spec, params).build()
+            res = run_open(label, variant, by_corpus[corpus])
+            scores.update(res.scores)
+            errors.update(res.errors)
+        m, o = metric_rows(label, episodes, OpenResult(label, scores, errors, 0.0), delta, profiles)
+        metrics += m
+        outcomes += o
+        held[label] = {c: "as shipped" if p is None else f"without {c}'s rules" for c, p in variants.items()}
+    return metrics, outcomes, held
+
+
 def evaluate(suite: Suite, specs: Sequence[DetectorSpec], delta: int = DELTA, progress: bool = False) -> GateData:
-    """Score ``specs`` on ``suite`` in open loop (through the runner) and return the gate's view of it."""
-    scenarios = build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params, suite.family_weights)
-    episodes = generate_episodes(scenarios, progress)
+    """Score ``specs`` on ``suite`` in open loop (through the runner) and return the gate's view
+    of it. On a real suite (its shipped traces) each detector that declares where its rules came
+    from is also scored held out (:func:`heldout_rows`), so a change that gains on the corpora it
+    was written from and loses on the others fails the gate."""
+    if suite.real:
+        episodes = [ep for ep in load_real_episodes(suite.name) if ep.family in suite.families]
+    else:
+        scenarios = build_scenarios(suite.families, suite.episodes, suite.seed, suite.family_params, suite.family_weights)
+        episodes = generate_episodes(scenarios, progress)
     fingerprint = xxhash.xxh3_128_hexdigest(b"".join(dumps_events(episode_events(ep)) for ep in episodes))
     built = [(d.label, d.build()) for d in specs]
     profiles_version, profiles = load_profiles()
     metrics, outcomes, _calls, timings, errors = evaluate_open(built, episodes, delta, profiles, progress)
+    held: dict[str, dict[str, str]] = {}
+    if suite.real and len({ep.family for ep in episodes}) >= 2:
+        m, o, held = heldout_rows(specs, episodes, delta, profiles)
+        metrics += m
+        outcomes += o
     record = suite_record(suite)
     manifest = build_manifest("baseline", {"suite": record, "delta": delta}, specs, [det for _, det in built],
                               profiles_version=profiles_version, profiles=profiles, seeds={"suite": suite.seed},
                               format=FORMAT, suite=record, delta=delta, episodes_fingerprint=fingerprint,
-                              detector_errors=errors)
+                              detector_errors=errors, **({"held_out": held} if held else {}))
     # Round-trip through the CSV text so current and baseline numbers are compared in one form.
     return GateData(manifest, _reparse(metrics, METRIC_COLUMNS), _reparse(outcomes, EPISODE_COLUMNS),
                     _reparse(timings, TIMING_COLUMNS))
@@ -304,7 +358,7 @@ def compare(baseline: GateData, current: GateData, labels: Sequence[str], *, tol
                         elif d < -limit and row.high is not None and row.high < 0:
                             row.verdict = "better"
                 out.rows.append(row)
-        if timing_factor is not None:
+        if timing_factor is not None and not label.endswith(HELD_OUT):  # held out: the same checks, timed above
             bp, cp = baseline.p50(label), current.p50(label)
             row = Row(label, "all", "p50_us", bp, cp, f"x{timing_factor:g}")
             if bp is None or cp is None:

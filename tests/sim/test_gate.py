@@ -29,6 +29,14 @@ def invoke(*args):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
+def test_committed_real_baseline_passes_on_the_committed_code():
+    """results/baseline-real-dev: every built-in detector on real-dev's shipped traces, and the
+    guard held out (each corpus without the rules written from it)."""
+    r = invoke("check", "--baseline", str(ROOT / "results" / "baseline-real-dev"), "--no-progress", "--no-timing")
+    assert r.exit_code == 0, r.output
+    assert "no regression" in r.output and "progress_guard (held out)  all" in r.output
+
+
 def test_committed_baseline_passes_on_the_committed_code(tmp_path):
     junit = tmp_path / "gate.xml"
     r = invoke("check", "--baseline", str(ROOT / "results" / "baseline"), "--no-progress", "--junit", str(junit))
@@ -175,3 +183,46 @@ def test_sibling_paths_of_one_episode_are_not_independent_evidence():
     width = lambda iv: iv[1] - iv[0]  # noqa: E731
     assert width(clustered) > 1.6 * width(independent)
     assert clustered[0] < independent[0] and clustered[1] > independent[1]
+
+
+@pytest.fixture(scope="module")
+def real_baseline(tmp_path_factory):
+    """A baseline on real-dev's shipped traces (τ-bench airline, ReAct HotpotQA)."""
+    out = tmp_path_factory.mktemp("gate-real") / "baseline"
+    r = invoke("baseline", "update", "--suite", "real-dev", "--detectors", "exact,progress_guard", "--out", str(out),
+               "--no-progress")
+    assert r.exit_code == 0, r.output
+    return out
+
+
+def test_on_real_traces_the_guard_is_gated_held_out_too(real_baseline):
+    """Each corpus scored without the rules written from it, as one more gated detector: its
+    rows are those of separate runs of each corpus with those rules off."""
+    import pandas as pd
+
+    from detectors.progress_guard import LAYERS_FROM, RULES_FROM
+
+    manifest = json.loads((real_baseline / "manifest.json").read_text())
+    assert manifest["held_out"] == {"progress_guard (held out)": {c: f"without {c}'s rules"
+                                                                  for c in ("react_hotpotqa", "tau_bench_airline")}}
+    base = pd.read_csv(real_baseline / "episodes.csv")
+    held = base[base.detector == "progress_guard (held out)"].set_index(["episode", "unit"])["outcome"]
+    assert "exact (held out)" not in set(base.detector)  # exact declares no rules
+    for corpus in ("react_hotpotqa", "tau_bench_airline"):
+        run = real_baseline.parent / corpus
+        r = invoke("run", "--suite", "real-dev", "--families", corpus, "--detectors", "progress_guard", "--out",
+                   str(run), "--no-progress", "--no-report",
+                   "--param", f"progress_guard.skip_rules={json.dumps([n for n, c in RULES_FROM.items() if corpus in c])}",
+                   "--param", f"progress_guard.skip_layers={json.dumps([n for n, c in LAYERS_FROM.items() if corpus in c])}")
+        assert r.exit_code == 0, r.output
+        alone = pd.read_csv(run / "episodes.csv").set_index(["episode", "unit"])["outcome"]
+        assert held.loc[alone.index].tolist() == alone.tolist()
+    r = invoke("check", "--baseline", str(real_baseline), "--no-progress", "--no-timing")
+    assert r.exit_code == 0, r.output
+    assert "progress_guard (held out)  all" in r.output
+    # a change that raises the guard's false alarms fails it dev and held out
+    r = invoke("check", "--baseline", str(real_baseline), "--no-progress", "--no-timing",
+               "--param", "progress_guard.same_error_limit=1")
+    assert r.exit_code == 1, r.output
+    assert any(ln.startswith("progress_guard (held out)") and "false_alarm_rate" in ln and "REGRESSION" in ln
+               for ln in r.output.splitlines())
