@@ -26,14 +26,14 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 from xml.etree import ElementTree as ET
 
 import numpy as np
 import xxhash
 
 from scenarios.files import atomic_write
-from scenarios.injected_suite import load_real_episodes
+from scenarios.injected_suite import is_injected, load_real_episodes, source_corpus
 from scenarios.suites import Suite
 from scenarios.trace import dumps_events, episode_events
 from scenarios.tree import Episode
@@ -109,18 +109,20 @@ def heldout_label(label: str) -> str:
 
 
 def heldout_rows(specs: Sequence[DetectorSpec], episodes: Sequence[Episode], delta: int,
-                 profiles: dict[str, dict[str, float]]) -> tuple[list[dict], list[dict], dict[str, dict[str, str]]]:
+                 profiles: dict[str, dict[str, float]], corpus_of: Callable[[Episode], str] = lambda ep: ep.family,
+                 ) -> tuple[list[dict], list[dict], dict[str, dict[str, str]]]:
     """On real traces (one family per corpus): each detector that declares which corpora its
     rules were written from (``Detector.derived_from``) scored on every corpus without the
     parts written from it — the held-out half of leave-one-corpus-out
     (:func:`sim.tuning.loco.unseen_params`) — as one more detector, :func:`heldout_label`.
-    Returns its metric rows, its outcome rows, and per held-out label what each corpus was
-    scored with."""
+    ``corpus_of``: an episode's corpus (its family on ``real-dev``; on ``real-injected`` the
+    corpus it was built from). Returns its metric rows, its outcome rows, and per held-out label
+    what each corpus was scored with."""
     from sim.tuning.loco import unseen_params
 
     by_corpus: dict[str, list[Episode]] = {}
     for ep in episodes:
-        by_corpus.setdefault(ep.family, []).append(ep)
+        by_corpus.setdefault(corpus_of(ep), []).append(ep)
     metrics, outcomes, held = [], [], {}
     for spec in specs:
         det = spec.build()
@@ -156,8 +158,9 @@ def evaluate(suite: Suite, specs: Sequence[DetectorSpec], delta: int = DELTA, pr
     profiles_version, profiles = load_profiles()
     metrics, outcomes, _calls, timings, errors = evaluate_open(built, episodes, delta, profiles, progress)
     held: dict[str, dict[str, str]] = {}
-    if suite.real and len({ep.family for ep in episodes}) >= 2:
-        m, o, held = heldout_rows(specs, episodes, delta, profiles)
+    corpus_of = (lambda ep: source_corpus(ep.id)) if is_injected(suite.name) else (lambda ep: ep.family)
+    if suite.real and len({corpus_of(ep) for ep in episodes}) >= 2:
+        m, o, held = heldout_rows(specs, episodes, delta, profiles, corpus_of)
         metrics += m
         outcomes += o
     record = suite_record(suite)

@@ -226,3 +226,12 @@ def test_on_real_traces_the_guard_is_gated_held_out_too(real_baseline):
     assert r.exit_code == 1, r.output
     assert any(ln.startswith("progress_guard (held out)") and "false_alarm_rate" in ln and "REGRESSION" in ln
                for ln in r.output.splitlines())
+
+
+def test_real_injected_is_gated_held_out_by_the_corpus_each_episode_was_built_from(tmp_path):
+    out = tmp_path / "inj"
+    r = invoke("baseline", "update", "--suite", "real-injected", "--detectors", "progress_guard", "--out", str(out),
+               "--no-progress")
+    assert r.exit_code == 0, r.output
+    held = json.loads((out / "manifest.json").read_text())["held_out"]["progress_guard (held out)"]
+    assert sorted(held) == ["react_hotpotqa", "tau_bench_airline"]  # not the injection kinds it reports under
