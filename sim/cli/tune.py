@@ -172,10 +172,13 @@ def _family_table(rows_default, rows_tuned, looping) -> list[str]:
                                                  "overrides (what carries to tools the suite never called).")
 @click.option("--corpus", default=None, help="--objective deploy on a real suite: a local copy of the corpora, for the "
                                             "traces not shipped with loopbench (Who&When), as for run --corpus.")
+@click.option("--cv-rules/--no-cv-rules", default=True, show_default=True,
+              help="--objective deploy on a real suite: leave-one-corpus-out scores each held-out corpus by the guard "
+                   "without the rules written from it (as loopbench report does).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout instead of the tables.")
 def tune_cmd(detector, budget, objective, max_stopped, suite, families, episodes, seed, heldout_seed, tools, keep_misses,
-             config_path, out, delta, workers, engine, ray_address, max_nudges, global_only, corpus, no_progress,
+             config_path, out, delta, workers, engine, ray_address, max_nudges, global_only, corpus, cv_rules, no_progress,
              as_json) -> None:
     """Recommend per-tool overrides that meet a false-alarm budget with the fewest misses; write them as TOML.
 
@@ -192,7 +195,8 @@ def tune_cmd(detector, budget, objective, max_stopped, suite, families, episodes
         from sim.cli.tune_deploy import tune_deploy
 
         tune_deploy(one_spec(detector, config_path), detector, max_stopped, suite, families, episodes, seed, out, delta,
-                    make_engine(engine, workers, ray_address), no_progress, as_json, corpus, not global_only, max_nudges)
+                    make_engine(engine, workers, ray_address), no_progress, as_json, corpus, not global_only, max_nudges,
+                    cv_rules)
         return
     if corpus is not None or global_only or max_nudges is not None:
         raise LoopbenchError("--corpus, --global-only and --max-nudges are for --objective deploy")

@@ -71,7 +71,7 @@ def ceiling_text(c: dict, cap: float) -> str:
 
 
 def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta, engine, no_progress,
-                as_json, corpus=None, per_tool=True, max_nudges=None) -> None:
+                as_json, corpus=None, per_tool=True, max_nudges=None, cv_rules=True) -> None:
     from scenarios.files import atomic_write
     from scenarios.injected_suite import is_injected, source_corpus
     from sim.execute.engines import EngineError
@@ -79,7 +79,9 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
     from sim.scoring.deploy import run_outcomes
     from sim.scoring.outcomes import DELTA, load_profiles
     from sim.tuning.deploy_tune import check_detector, frames, loco, pick, setting_text
+    from sim.config.spec import DetectorSpec
     from sim.tuning.evaluate import run_specs
+    from sim.tuning.loco import unseen_params
     from sim.tuning.params import TuningError
     from sim.tuning.toml_out import overrides_toml
 
@@ -108,11 +110,27 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
         raise LoopbenchError(f"suite {s.name}: {exc}") from None
     ceiling = oracle_ceiling(units, calls, outcomes, cap, delta)
     # Leave one corpus out: real-injected's families are injection kinds, its corpora the id's prefix.
-    cu, cc = ((units.assign(family=units["episode"].astype(str).map(source_corpus)),
-               calls.assign(family=calls["episode"].astype(str).map(source_corpus))) if is_injected(s.name)
-              else (units, calls))
+    corpus_of = source_corpus if is_injected(s.name) else None
+
+    def by_corpus(u, c):
+        return (u.assign(family=u["episode"].astype(str).map(corpus_of)),
+                c.assign(family=c["episode"].astype(str).map(corpus_of))) if corpus_of else (u, c)
+
+    cu, cc = by_corpus(units, calls)
     corpora = sorted(set(cu["family"].astype(str)))
-    cv = loco(det, cu, cc, outcomes, cap, delta=delta, per_tool=per_tool, max_nudges=max_nudges) if s.real and len(corpora) >= 2 else []
+    cv = []
+    if s.real and len(corpora) >= 2:
+        # Each held-out corpus scored by the guard without the rules written from it (unless --no-cv-rules).
+        unseen = {}
+        for c, params in ({c: unseen_params(det, c, spec.params) for c in corpora} if cv_rules else {}).items():
+            if params is None:
+                continue
+            variant = DetectorSpec(f"{spec.label} without {c}", spec.spec, params)
+            mine = [ep for ep, fam in zip(eps, (corpus_of(ep.id) if corpus_of else ep.family for ep in eps)) if fam == c]
+            vres = run_specs([variant], mine, engine, False)[variant.label]
+            _, v_rows, v_lines = open_rows(variant.label, vres, mine, delta, profiles)
+            unseen[c] = by_corpus(*frames(v_lines, v_rows, CALL_COLUMNS))
+        cv = loco(det, cu, cc, outcomes, cap, delta=delta, per_tool=per_tool, max_nudges=max_nudges, unseen=unseen)
 
     nparam = p.nudge_param
     text = lambda st: setting_text(param, st, nparam)  # noqa: E731
@@ -138,7 +156,9 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
             f"{_pct(f['blips_nudged'])} | {_pct(f['runaway_nudged'])} | {number_text(f['nudges_per_100_clean'], 2)} |")
     say("\n" + ceiling_text(ceiling, cap))
     if cv:
-        say("\nLeave one corpus out (picked on the other corpora, scored on the held-out one):\n")
+        say("\nLeave one corpus out (picked on the other corpora, scored on the held-out one"
+            + (", by the guard without the rules written from it" if any(r.get("held_out_as", "").startswith("without")
+                                                                       for r in cv) else "") + "):\n")
         say("| held-out corpus | setting picked on the others | its per-tool overrides that apply | successes stopped | "
             "failed-run calls saved | runaway caught | blips nudged | nudges / 100 clean calls |")
         say("|---|---|---|---|---|---|---|---|")
@@ -146,7 +166,8 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
             if r["note"]:
                 say(f"| {r['corpus']} | {r['note']} | | | | | | |")
                 continue
-            say(f"| {r['corpus']} | {r['setting']} | {r['overrides_applied']} | {_pct(r['successes_stopped'])} ({r['successes']}) | "
+            name = r["corpus"] + (f" ({r['held_out_as']})" if r.get("held_out_as", "").startswith("without") else "")
+            say(f"| {name} | {r['setting']} | {r['overrides_applied']} | {_pct(r['successes_stopped'])} ({r['successes']}) | "
                 f"{_pct(r['failed_calls_saved'])} ({r['failed_calls']}) | {_pct(r['runaway_caught'])} ({r['runaway']}) | "
                 f"{_pct(r['blips_nudged'])} | {number_text(r['nudges_per_100_clean'], 2)} |")
 

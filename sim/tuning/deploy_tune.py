@@ -244,18 +244,22 @@ def pick(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapp
 
 
 def loco(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapping[str, str], cap: float, *,
-         delta: int, per_tool: bool = True, max_nudges: float | None = None) -> list[dict[str, Any]]:
+         delta: int, per_tool: bool = True, max_nudges: float | None = None,
+         unseen: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]] | None = None) -> list[dict[str, Any]]:
     """Leave one corpus (family) out: the pick made on the other corpora, scored on the held-out
     one; a last row ``pooled`` sums the held-out totals of every fold. ``overrides_applied``: how
     many of the fold's per-tool overrides name a tool the held-out corpus calls (an override of a
-    tool it never calls cannot help or hurt it)."""
+    tool it never calls cannot help or hurt it). ``unseen``: per corpus, the rows of that corpus
+    scored by the detector without the rules written from it (``Detector.derived_from``): the
+    pick is scored on those, as leave-one-corpus-out scores a detector whose rules came from the
+    corpus it holds out (``held_out_as`` says which)."""
     corpora = sorted(set(units["family"].astype(str)))
     if len(corpora) < 2:
         raise TuningError(f"leave-one-corpus-out needs at least 2 corpora (families); the episodes have {len(corpora)}")
     rows, pooled, pooled_nudge = [], None, None
     for c in corpora:
         tu, tc = units[units["family"] != c], calls[calls["family"] != c]
-        hu, hc = units[units["family"] == c], calls[calls["family"] == c]
+        hu, hc = (unseen or {}).get(c) or (units[units["family"] == c], calls[calls["family"] == c])
         try:
             p = pick(det, tu, tc, outcomes, cap, delta=delta, per_tool=per_tool, max_nudges=max_nudges)
         except TuningError as exc:
@@ -269,9 +273,10 @@ def loco(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapp
         per = set(p.picked.tools) | set(p.picked.nudge_tools)
         rows.append({"corpus": c, "setting": setting_text(p.param, p.picked, p.nudge_param), "met_on_others": p.met,
                      "overrides_applied": f"{sum(t in held_tools for t in per)}/{len(per)}",
+                     "held_out_as": f"without {c}'s rules" if c in (unseen or {}) else "as shipped",
                      **_row(held), "note": ""})
     if pooled is not None:
-        rows.append({"corpus": "pooled", "setting": "per fold", "met_on_others": None, "overrides_applied": "",
+        rows.append({"corpus": "pooled", "setting": "per fold", "met_on_others": None, "overrides_applied": "", "held_out_as": "",
                      **_row(Setting(0, {}, pooled, pooled_nudge)), "note": ""})
     return rows
 

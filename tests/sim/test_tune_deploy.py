@@ -268,3 +268,40 @@ def test_real_injected_is_left_out_by_corpus_not_by_injection_kind(tmp_path) -> 
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout[r.stdout.index("{"):])["loco"]
     assert [row["corpus"] for row in rows] == ["react_hotpotqa", "tau_bench_airline", "pooled"]
+
+
+def test_a_held_out_corpus_is_scored_on_the_rows_of_the_guard_without_its_rules(real_rows) -> None:
+    """loco's ``unseen``: a fold is picked on the other corpora's shipped rows and scored on the
+    held-out corpus's rows from the guard without the rules written from it."""
+    from detectors.progress_guard import RULES_FROM
+
+    units, calls, outcomes = real_rows
+    tau = "tau_bench_airline"
+    without = {**PARAMS, "skip_rules": [n for n, c in RULES_FROM.items() if tau in c]}
+    eps = [ep for ep in load_real_episodes("real-dev") if ep.family == tau]
+    vu, vc, _ = _rows(eps, without)
+    guard = ProgressGuard(**PARAMS)
+    shipped = loco(guard, units, calls, outcomes, 0.05, delta=5)
+    held = loco(guard, units, calls, outcomes, 0.05, delta=5, unseen={tau: (vu, vc)})
+    row = {r["corpus"]: r for r in held}
+    assert row[tau]["held_out_as"] == f"without {tau}'s rules" and row["react_hotpotqa"]["held_out_as"] == "as shipped"
+    assert row["react_hotpotqa"] == {r["corpus"]: r for r in shipped}["react_hotpotqa"]  # its fold: unchanged
+    # τ's fold: the same pick (made on ReAct), scored on the variant's τ-bench rows
+    picked = pick(guard, units[units.family != tau], calls[calls.family != tau], outcomes, 0.05, delta=5).picked
+    expect = HaltEvaluator(guard, vu, vc, outcomes, 5).evaluate(picked.value, picked.tools, picked.nudge_value,
+                                                                picked.nudge_tools)
+    assert row[tau]["nudges_per_100_clean"] == pytest.approx(expect.figures["nudges_per_100_clean"])
+    assert row[tau]["failed_calls_saved"] == pytest.approx(expect.figures["failed_calls_saved"])
+    assert row[tau]["nudges_per_100_clean"] > {r["corpus"]: r for r in shipped}[tau]["nudges_per_100_clean"]
+
+
+def test_cli_holds_the_rules_out_unless_told_not_to(tmp_path) -> None:
+    args = ["tune", "--objective", "deploy", "--detector", "progress_guard", "--max-stopped", "0.05", "--suite", "real-dev",
+            "--no-progress", "--json"]
+    r = invoke(*args, "--out", str(tmp_path / "a.toml"))
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout[r.stdout.index("{"):])["loco"]
+    assert [x["held_out_as"] for x in rows] == ["without react_hotpotqa's rules", "without tau_bench_airline's rules", ""]
+    r = invoke(*args, "--out", str(tmp_path / "b.toml"), "--no-cv-rules")
+    assert r.exit_code == 0, r.output
+    assert {x["held_out_as"] for x in json.loads(r.stdout[r.stdout.index("{"):])["loco"]} == {"as shipped", ""}
