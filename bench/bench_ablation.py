@@ -41,7 +41,7 @@ from bench_loco import default_corpus  # noqa: E402  (where the corpora sit besi
 from detectors.progress_guard import LAYERS, RULES, ProgressGuard  # noqa: E402
 from sim.report.analysis import outcome_objects  # noqa: E402
 from sim.scoring.outcomes import composite, load_profiles  # noqa: E402
-from sim.tuning.loco import unseen_params  # noqa: E402
+from sim.config.provenance import unseen_params  # noqa: E402
 
 GUARD = "detectors.progress_guard:ProgressGuard"
 

@@ -81,7 +81,7 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
     from sim.tuning.deploy_tune import check_detector, frames, loco, pick, setting_text
     from sim.config.spec import DetectorSpec
     from sim.tuning.evaluate import run_specs
-    from sim.tuning.loco import unseen_params
+    from sim.config.provenance import unseen_params
     from sim.tuning.params import TuningError
     from sim.tuning.toml_out import overrides_toml
 

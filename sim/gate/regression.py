@@ -114,11 +114,11 @@ def heldout_rows(specs: Sequence[DetectorSpec], episodes: Sequence[Episode], del
     """On real traces (one family per corpus): each detector that declares which corpora its
     rules were written from (``Detector.derived_from``) scored on every corpus without the
     parts written from it — the held-out half of leave-one-corpus-out
-    (:func:`sim.tuning.loco.unseen_params`) — as one more detector, :func:`heldout_label`.
+    (:func:`sim.config.provenance.unseen_params`) — as one more detector, :func:`heldout_label`.
     ``corpus_of``: an episode's corpus (its family on ``real-dev``; on ``real-injected`` the
     corpus it was built from). Returns its metric rows, its outcome rows, and per held-out label
     what each corpus was scored with."""
-    from sim.tuning.loco import unseen_params
+    from sim.config.provenance import unseen_params
 
     by_corpus: dict[str, list[Episode]] = {}
     for ep in episodes:

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from sim.numbers import as_float
-from sim.report.crossval import POOLED, RULES_PARAM, CrossVal, Grid
+from sim.report.crossval import POOLED, CrossVal, Grid
 from sim.scoring.deploy import (FIELDS, HALTING, METRICS, DeployRows, metric_note, metrics_from_totals, recorded,
                                 run_outcomes)
 from sim.scoring.uncertainty import Bootstrap, percentile_interval
@@ -278,7 +278,7 @@ def cv_deploy_section(doc, cv: CrossVal, rows: Sequence[dict]) -> None:
     doc.p("The deployment figures (`deploy.csv`) of each detector twice: **dev**, as run on these traces at the "
           "values it shipped with; **held out**, each corpus's calls alarmed by the detector as leave-one-corpus-out "
           "scored it there (its threshold chosen on the other corpora, or without the rules written from that corpus), "
-          "pooled. *Halting* stops a run at the first alarm; *as configured* only at the detector's own stop / "
+          "pooled. **Halting** stops a run at the first alarm; **as configured** only at the detector's own stop / "
           "escalate verdicts (nudges and refused calls let the run go on). Every figure, per corpus, with intervals "
           "and the paired change held out − dev, is in `cv_deploy.csv`. Best held-out score first, with "
           f"`{cv.reference}` for reference.")

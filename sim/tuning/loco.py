@@ -17,11 +17,10 @@ as shipped, which was written with every corpus in view.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
-
-from detectors.protocol import Detector
+from typing import Mapping, Sequence
 
 from scenarios.trace import read_trace
+from sim.config.provenance import unseen_params
 from sim.config.spec import DetectorSpec
 from sim.execute.engines import Engine
 from sim.report.analysis import outcome_objects
@@ -85,20 +84,6 @@ def cv_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], grids: 
                 folds[c] = fres.outcomes
         out[det] = Grid(",".join(res.params), values, default, res.outcomes, fold_outcomes=folds)
     return out
-
-
-def unseen_params(det: Detector, corpus: str, params: Mapping[str, Any] | None = None) -> dict | None:
-    """The parameters ``params`` (those ``det`` was built with) plus, in each list parameter of
-    ``det.derived_from``, every part written from ``corpus`` (switched off); None when no part was."""
-    params = dict(params or {})
-    changed = False
-    for param, parts in type(det).derived_from.items():
-        off = [name for name, corpora in parts.items() if corpus in corpora]
-        if off:
-            have = list(getattr(det, param, None) or params.get(param) or ())
-            params[param] = have + [n for n in off if n not in have]
-            changed = True
-    return params if changed else None
 
 
 def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], corpora: Sequence[str],

@@ -290,7 +290,7 @@ def test_fixed_folds_score_each_corpus_with_its_given_cell_and_in_sample_as_run(
 def test_unseen_params_switch_off_what_was_written_from_the_corpus():
     from detectors.progress_guard import LAYERS_FROM, RULES_FROM
     from sim.config.spec import DetectorSpec
-    from sim.tuning.loco import unseen_params
+    from sim.config.provenance import unseen_params
 
     guard = DetectorSpec("progress_guard", "progress_guard", {"skip_rules": ["echo_mask"]})
     p = unseen_params(guard.build(), "react_hotpotqa", guard.params)
