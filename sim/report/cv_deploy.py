@@ -225,7 +225,15 @@ def verdict_text(rows: Sequence[dict], det: str) -> str:
                      f"{100 * conf_c['heldout']:.1f} %")
     if nudges is not None and nudges["heldout"] is not None:
         text += f", at {nudges['heldout']:.1f} nudges per 100 clean calls (dev {nudges['dev']:.1f})"
-    return text + "."
+    text += "."
+    if (conf_s is not None and conf_s["heldout"] is not None and conf_c is not None and conf_c["heldout"] is not None
+            and (conf_s["heldout"], conf_c["heldout"]) != (halt_s["heldout"], halt_c["heldout"])):
+        # The trade a deployer makes, in their units: runs kept against spend given up.
+        kept = halt_s["heldout_count"] - conf_s["heldout_count"]
+        text += (f" Nudging first instead of halting at once: {kept} fewer successful run{'s' if kept != 1 else ''} "
+                 f"stopped, {100 * (halt_c['heldout'] - conf_c['heldout']):.1f} points fewer of the failed runs' calls "
+                 "saved (held out).")
+    return text
 
 
 def cv_deploy_text(rows: Sequence[dict], detectors: Sequence[str]) -> str:

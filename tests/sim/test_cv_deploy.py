@@ -122,6 +122,13 @@ def test_the_report_and_the_cli_say_it_dev_beside_held_out(report):
     md = (rep / "report.md").read_text()
     assert "### In a deployer's terms: dev and held out" in md
     assert "Held out, `progress_guard` halting at its first alarm stops" in md
+    # the trade, in a deployer's units, computed from the held-out rows
+    d = pd.read_csv(rep / "cv_deploy.csv").set_index(["detector", "corpus", "action", "metric"])
+    pg = lambda a, m: d.loc[("progress_guard", "pooled", a, m)]  # noqa: E731
+    kept = int(pg("halt", "successes_stopped").heldout_count - pg("configured", "successes_stopped").heldout_count)
+    given = 100 * (pg("halt", "failed_calls_saved").heldout - pg("configured", "failed_calls_saved").heldout)
+    assert f"Nudging first instead of halting at once: {kept} fewer successful run" in md
+    assert f"{given:.1f} points fewer of the failed runs' calls saved (held out)" in md
 
 
 def test_no_cv_rules_leaves_the_guard_as_run(report, tmp_path):
