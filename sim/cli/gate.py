@@ -49,7 +49,7 @@ def check_cmd(baseline_path, detectors_opt, suite, config_path, params, junit_pa
               no_progress) -> None:
     """Fail (exit 1) when a detector got worse than the committed baseline beyond its tolerance."""
     from sim.gate.regression import (TIMING_FACTOR, GateError, baseline_specs, check_compatible, compare, diff_table,
-                                     heldout_label, read_baseline, write_baseline, write_junit)
+                                     HELD_OUT, heldout_label, read_baseline, write_baseline, write_junit)
 
     t0 = time.perf_counter()
     try:
@@ -82,6 +82,10 @@ def check_cmd(baseline_path, detectors_opt, suite, config_path, params, junit_pa
     # On a real suite a detector that declares where its rules came from has held-out rows too.
     labels += [heldout_label(lab) for lab in labels if base.units(heldout_label(lab))]
     current = _evaluate(s, specs, progress=not no_progress)
+    lost = [lab for lab in labels if lab.endswith(HELD_OUT) and not current.units(lab)]
+    if lost:
+        raise LoopbenchError(f"the baseline gates {', '.join(lost)}, but the detector checked now declares no corpora its "
+                             "rules were written from (derived_from), so it cannot be held out; update the baseline")
     try:
         check_compatible(base, s, current.manifest["episodes_fingerprint"])
         comparison = compare(base, current, labels,

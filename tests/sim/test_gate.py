@@ -226,6 +226,11 @@ def test_on_real_traces_the_guard_is_gated_held_out_too(real_baseline):
     assert r.exit_code == 1, r.output
     assert any(ln.startswith("progress_guard (held out)") and "false_alarm_rate" in ln and "REGRESSION" in ln
                for ln in r.output.splitlines())
+    # a replacement that declares no rules' corpora cannot be held out: one line, exit 2
+    r = CliRunner().invoke(main, ["check", "--baseline", str(real_baseline), "--no-progress", "--no-timing",
+                                  "--detectors", "progress_guard=exact"])
+    assert r.exit_code == 2 and "progress_guard (held out)" in r.output and "derived_from" in r.output
+    assert len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
 
 
 def test_real_injected_is_gated_held_out_by_the_corpus_each_episode_was_built_from(tmp_path):
