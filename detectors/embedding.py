@@ -193,11 +193,14 @@ class EmbeddingDetector(Detector):
     threshold:
         Cosine similarity at which an earlier call counts as "the same"; the call is
         nudged iff its score >= threshold (per-tool ``threshold`` overrides apply).
-        The default 0.85 sits between what all-MiniLM-L6-v2 gives a close rewording
-        ("q3 revenue" / "revenue for Q3": 0.98) and a refinement that asks for more
-        ("q3 revenue" / "q3 revenue europe": 0.84); a looser rewording ("third-quarter
-        revenue figures": 0.69) slips under it, and the whole-call text of two reads of
-        different files (0.92) does not.
+        The default 0.97 is where leave-one-corpus-out puts it on real traces: every
+        fold of ``real-dev`` picks 0.96–0.975 on the other corpora, and each corpus held
+        out scores higher there than at the former 0.85 (docs/detectors.md); 0.97 sits
+        inside that plateau rather than on its edge, so a backend's last digits do not
+        move a call across it. A close rewording ("q3 revenue" / "revenue for Q3": 0.98)
+        is still caught; a refinement that asks for more ("q3 revenue" / "q3 revenue
+        europe": 0.84) and a looser rewording ("third-quarter revenue figures": 0.69) are
+        not. ``embedding_call`` keeps 0.85: its folds pick 1.0, an identical call.
     min_similar:
         How many similar earlier calls make a loop. The score is the ``min_similar``-th
         highest similarity to an earlier comparable call (0.0 if there are fewer).
@@ -236,13 +239,13 @@ class EmbeddingDetector(Detector):
     param_ranges = {"threshold": Range(-1, 1, float), "min_similar": Range(1), "text": OneOf(TEXT_MODES),
                     "free_text_min_words": Range(0)}
     # Exempt calls are invisible to later calls, and min_similar changes the score itself.
-    tune_candidates = {"threshold": (0.8, 0.85, 0.9, 0.95), "min_similar": (2, 3), "exempt": (True,)}
+    tune_candidates = {"threshold": (0.8, 0.85, 0.9, 0.95, 0.97), "min_similar": (2, 3), "exempt": (True,)}
     tune_fast_keys = ("threshold",)
 
     def __init__(
         self,
         *,
-        threshold: float = 0.85,
+        threshold: float = 0.97,
         min_similar: int = 1,
         text: str = "free_text",
         cross_tool: bool = False,
@@ -406,6 +409,7 @@ def _with_defaults(init: Any, **defaults: Any) -> Any:
 
 
 class CallEmbeddingDetector(EmbeddingDetector):
-    """``embedding_call``: the same detector, embedding the whole call text by default (``text="call"``)."""
+    """``embedding_call``: the same detector, embedding the whole call text by default (``text="call"``),
+    at threshold 0.85 (leave-one-corpus-out would take it to 1.0, an identical call: no rewording)."""
 
-    __init__ = _with_defaults(EmbeddingDetector.__init__, text="call")
+    __init__ = _with_defaults(EmbeddingDetector.__init__, text="call", threshold=0.85)

@@ -47,9 +47,11 @@ def test_registered_names_are_one_class_with_different_text_defaults():
     free, whole = make_detector("embedding"), make_detector("embedding_call")
     assert isinstance(whole, EmbeddingDetector) and type(free) is EmbeddingDetector
     assert free.text == "free_text" and whole.text == "call"
+    # the thresholds leave-one-corpus-out supports for each (docs/detectors.md)
+    assert free.threshold == 0.97 and whole.threshold == 0.85
     assert free.param_names() == CallEmbeddingDetector.param_names()
-    assert {k: v for k, v in free.get_params().items() if k != "text"} == {
-        k: v for k, v in whole.get_params().items() if k != "text"
+    assert {k: v for k, v in free.get_params().items() if k not in ("text", "threshold")} == {
+        k: v for k, v in whole.get_params().items() if k not in ("text", "threshold")
     }
 
 
