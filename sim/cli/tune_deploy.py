@@ -76,6 +76,7 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
     from scenarios.injected_suite import is_injected, source_corpus
     from sim.execute.engines import EngineError
     from sim.execute.rows import CALL_COLUMNS, open_rows
+    from sim.report.crossval import injected_by_corpus
     from sim.scoring.deploy import run_outcomes
     from sim.scoring.outcomes import DELTA, load_profiles
     from sim.tuning.deploy_tune import check_detector, frames, loco, pick, setting_text
@@ -110,11 +111,10 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
         raise LoopbenchError(f"suite {s.name}: {exc}") from None
     ceiling = oracle_ceiling(units, calls, outcomes, cap, delta)
     # Leave one corpus out: real-injected's families are injection kinds, its corpora the id's prefix.
-    corpus_of = source_corpus if is_injected(s.name) else None
+    injected = is_injected(s.name)
 
     def by_corpus(u, c):
-        return (u.assign(family=u["episode"].astype(str).map(corpus_of)),
-                c.assign(family=c["episode"].astype(str).map(corpus_of))) if corpus_of else (u, c)
+        return (injected_by_corpus(u), injected_by_corpus(c)) if injected else (u, c)
 
     cu, cc = by_corpus(units, calls)
     corpora = sorted(set(cu["family"].astype(str)))
@@ -126,7 +126,7 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
             if params is None:
                 continue
             variant = DetectorSpec(f"{spec.label} without {c}", spec.spec, params)
-            mine = [ep for ep, fam in zip(eps, (corpus_of(ep.id) if corpus_of else ep.family for ep in eps)) if fam == c]
+            mine = [ep for ep in eps if (source_corpus(ep.id) if injected else ep.family) == c]
             vres = run_specs([variant], mine, engine, False)[variant.label]
             _, v_rows, v_lines = open_rows(variant.label, vres, mine, delta, profiles)
             unseen[c] = by_corpus(*frames(v_lines, v_rows, CALL_COLUMNS))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from scenarios.injected_suite import INJECTED_FAMILIES, is_injected, source_corpus
 from sim.numbers import as_float
@@ -81,14 +82,19 @@ def check_run(data: RunData) -> list[str]:
     return corpora
 
 
+def injected_by_corpus(rows: pd.DataFrame) -> pd.DataFrame:
+    """``episodes.csv`` / ``calls.csv`` rows of an injected suite with each row's family the
+    corpus its episode was built from (the id's prefix), in place of the injection kind."""
+    return rows.assign(family=rows["episode"].astype(str).map(source_corpus)) if len(rows) else rows
+
+
 def by_corpus(data: RunData) -> RunData:
     """``data`` with each episode's family its corpus: as it is for a run whose families are
     corpora (``real-dev``, a replay grouped by source); for ``real-injected``, whose families
     are injection kinds, the corpus each episode was built from."""
     if not any(is_injected(str(m.get("config", {}).get("suite", ""))) for m in data.manifests):
         return data
-    regroup = lambda df: df.assign(family=df["episode"].astype(str).map(source_corpus)) if len(df) else df  # noqa: E731
-    return replace(data, outcomes=regroup(data.outcomes), calls=regroup(data.calls))
+    return replace(data, outcomes=injected_by_corpus(data.outcomes), calls=injected_by_corpus(data.calls))
 
 
 def splits_by_corpus(data: RunData) -> bool:
