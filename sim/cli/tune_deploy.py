@@ -74,15 +74,14 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
                 as_json, corpus=None, per_tool=True, max_nudges=None, cv_rules=True) -> None:
     from scenarios.files import atomic_write
     from scenarios.injected_suite import is_injected, source_corpus
+    from sim.config.provenance import unseen_specs
     from sim.execute.engines import EngineError
     from sim.execute.rows import CALL_COLUMNS, open_rows
     from sim.report.crossval import injected_by_corpus
     from sim.scoring.deploy import run_outcomes
     from sim.scoring.outcomes import DELTA, load_profiles
     from sim.tuning.deploy_tune import check_detector, frames, loco, pick, setting_text
-    from sim.config.spec import DetectorSpec
     from sim.tuning.evaluate import run_specs
-    from sim.config.provenance import unseen_params
     from sim.tuning.params import TuningError
     from sim.tuning.toml_out import overrides_toml
 
@@ -122,10 +121,9 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
     if s.real and len(corpora) >= 2:
         # Each held-out corpus scored by the guard without the rules written from it (unless --no-cv-rules).
         unseen = {}
-        for c, params in ({c: unseen_params(det, c, spec.params) for c in corpora} if cv_rules else {}).items():
-            if params is None:
+        for c, variant in (unseen_specs(spec, corpora, det) if cv_rules else {}).items():
+            if variant is None:
                 continue
-            variant = DetectorSpec(f"{spec.label} without {c}", spec.spec, params)
             mine = [ep for ep in eps if (source_corpus(ep.id) if injected else ep.family) == c]
             vres = run_specs([variant], mine, engine, False)[variant.label]
             _, v_rows, v_lines = open_rows(variant.label, vres, mine, delta, profiles)

@@ -9,9 +9,11 @@ gate on real suites (:mod:`sim.gate.regression`).
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from detectors.protocol import Detector
+
+from sim.config.spec import DetectorSpec
 
 
 def unseen_params(det: Detector, corpus: str, params: Mapping[str, Any] | None = None) -> dict | None:
@@ -26,3 +28,15 @@ def unseen_params(det: Detector, corpus: str, params: Mapping[str, Any] | None =
             params[param] = have + [n for n in off if n not in have]
             changed = True
     return params if changed else None
+
+
+def unseen_specs(spec: DetectorSpec, corpora: Iterable[str], det: Detector | None = None) -> dict[str, DetectorSpec | None]:
+    """Per corpus: ``spec`` without the parts written from that corpus, labelled
+    ``"LABEL without CORPUS"``; None for a corpus nothing was written from (the spec as it is
+    scores it). ``det``: ``spec`` already built, to skip building it again."""
+    det = det if det is not None else spec.build()
+    out: dict[str, DetectorSpec | None] = {}
+    for corpus in corpora:
+        params = unseen_params(det, corpus, spec.params)
+        out[corpus] = None if params is None else DetectorSpec(f"{spec.label} without {corpus}", spec.spec, params)
+    return out

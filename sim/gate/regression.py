@@ -38,6 +38,7 @@ from scenarios.suites import Suite
 from scenarios.trace import dumps_events, episode_events
 from scenarios.tree import Episode
 from sim.config.manifest import build_manifest
+from sim.config.provenance import unseen_specs
 from sim.config.spec import DetectorSpec
 from sim.execute.rows import EPISODE_COLUMNS, METRIC_COLUMNS, TIMING_COLUMNS, metric_rows
 from sim.execute.runner import build_scenarios, evaluate_open, generate_episodes
@@ -114,32 +115,29 @@ def heldout_rows(specs: Sequence[DetectorSpec], episodes: Sequence[Episode], del
     """On real traces (one family per corpus): each detector that declares which corpora its
     rules were written from (``Detector.derived_from``) scored on every corpus without the
     parts written from it — the held-out half of leave-one-corpus-out
-    (:func:`sim.config.provenance.unseen_params`) — as one more detector, :func:`heldout_label`.
+    (:func:`sim.config.provenance.unseen_specs`) — as one more detector, :func:`heldout_label`.
     ``corpus_of``: an episode's corpus (its family on ``real-dev``; on ``real-injected`` the
     corpus it was built from). Returns its metric rows, its outcome rows, and per held-out label
     what each corpus was scored with."""
-    from sim.config.provenance import unseen_params
-
     by_corpus: dict[str, list[Episode]] = {}
     for ep in episodes:
         by_corpus.setdefault(corpus_of(ep), []).append(ep)
     metrics, outcomes, held = [], [], {}
     for spec in specs:
         det = spec.build()
-        variants = {c: unseen_params(det, c, spec.params) for c in sorted(by_corpus)}
+        variants = unseen_specs(spec, sorted(by_corpus), det)
         if not any(v is not None for v in variants.values()):
             continue
         label = heldout_label(spec.label)
         scores, errors = {}, {}
-        for corpus, params in variants.items():
-            variant = det if params is None else DetectorSpec(label, spec.spec, params).build()
-            res = run_open(label, variant, by_corpus[corpus])
+        for corpus, variant in variants.items():
+            res = run_open(label, det if variant is None else variant.build(), by_corpus[corpus])
             scores.update(res.scores)
             errors.update(res.errors)
         m, o = metric_rows(label, episodes, OpenResult(label, scores, errors, 0.0), delta, profiles)
         metrics += m
         outcomes += o
-        held[label] = {c: "as shipped" if p is None else f"without {c}'s rules" for c, p in variants.items()}
+        held[label] = {c: "as shipped" if v is None else f"without {c}'s rules" for c, v in variants.items()}
     return metrics, outcomes, held
 
 

@@ -207,8 +207,8 @@ class Grid:
     default_index: int  # the cell the run used
     outcomes: list[list[Outcome]]
     #: Corpus -> the cell it is scored with held out, in place of a choice on the other corpora
-    #: (``--cv-rules``: the detector without the rules written from that corpus); in-sample is
-    #: then the run's cell.
+    #: (``--cv-rules``: the detector without the rules written from that corpus; such a cell holds
+    #: that corpus's episodes only); in-sample is then the run's cell.
     heldout_cells: Mapping[str, int] | None = None
     #: Corpus -> every cell's outcomes for the detector without the rules written from that
     #: corpus (``--cv-param`` with ``--cv-rules``): the held-out choice for the corpus is made,

@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from scenarios.trace import read_trace
-from sim.config.provenance import unseen_params
+from sim.config.provenance import unseen_specs
 from sim.config.spec import DetectorSpec
 from sim.execute.engines import Engine
 from sim.report.analysis import outcome_objects
 from sim.report.crossval import RULES_PARAM, Grid, check_run
 from sim.scoring.outcomes import DELTA, Outcome, load_profiles, units_by_id
+from sim.scoring.thresholds import CallScores
 from sim.tuning.evaluate import call_scores, run_specs, verdict_outcomes
 from sim.tuning.params import ParamGrid, TuningError, parse_param, value_text
 from sim.tuning.sweep import run_sweep, sweep_cells
@@ -70,15 +71,14 @@ def cv_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], grids: 
         folds = None
         built = spec.build()
         swept = {g.name.split(".")[0] for g in det_grids}
-        variants = {c: unseen_params(built, c, spec.params) for c in corpora or ()}
+        variants = unseen_specs(spec, corpora or (), built)
         if any(v is not None for v in variants.values()) and not swept & set(type(built).derived_from):
             folds = {}
-            for c, params in variants.items():
-                if params is None:
+            for c, variant in variants.items():
+                if variant is None:
                     folds[c] = res.outcomes
                     continue
-                fres = run_sweep(DetectorSpec(f"{det} without {c}", spec.spec, params), det_grids, episodes, profiles,
-                                 delta=delta, engine=engine)
+                fres = run_sweep(variant, det_grids, episodes, profiles, delta=delta, engine=engine)
                 if [[r[n] for n in fres.params] for r in fres.rows] != [[r[n] for n in res.params] for r in res.rows]:
                     raise TuningError(f"--cv-param {det}: without {c}'s rules the grid has other cells")
                 folds[c] = fres.outcomes
@@ -88,18 +88,19 @@ def cv_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], grids: 
 
 def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], corpora: Sequence[str],
                  delta: int = DELTA, engine: Engine | int = 0, detectors: Sequence[str] | None = None,
-                 shipped: Mapping[str, list[Outcome]] | None = None) -> dict[str, Grid]:
+                 shipped: Mapping[str, list[Outcome]] | None = None,
+                 corpus_of: Mapping[str, str] | None = None) -> dict[str, Grid]:
     """For each detector of the run that declares where its rules came from: the detector as
-    shipped and, per corpus, as it would be without the parts written from that corpus, each
-    re-simulated over the run's episodes; :class:`Grid` with ``heldout_cells`` naming each
-    corpus's variant. Detectors that declare nothing, or nothing from these corpora, are left out.
-    ``shipped``: the run's own outcomes of a detector, taken as its shipped cell instead of
-    simulating it again."""
+    shipped and, per corpus, as it would be without the parts written from that corpus;
+    :class:`Grid` with ``heldout_cells`` naming each corpus's variant. Detectors that declare
+    nothing, or nothing from these corpora, are left out. A corpus's variant is simulated over
+    that corpus's episodes only (``corpus_of``: episode id -> corpus, default each episode's
+    family), the only ones it is scored on; the shipped cell covers every episode, and is the
+    run's own outcomes (``shipped``) when given instead of simulating it again."""
     todo = {}
     for det in detectors or specs:
         spec = DetectorSpec(det, *specs[det])
-        built = spec.build()
-        variants = {c: unseen_params(built, c, spec.params) for c in corpora}
+        variants = unseen_specs(spec, corpora)
         if any(v is not None for v in variants.values()):
             todo[det] = (spec, variants)
     if not todo:
@@ -108,23 +109,31 @@ def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], cor
     if not trace.is_file():
         raise TuningError(f"{run_dir}: no trace.jsonl to re-simulate --cv-rules over")
     episodes = read_trace(trace).episodes
-    units = units_by_id(episodes)
+    of = corpus_of or {}
+    by_corpus: dict[str, list] = {}
+    for ep in episodes:
+        by_corpus.setdefault(of.get(ep.id, ep.family), []).append(ep)
+
+    def simulate(cell: DetectorSpec, eps: list) -> tuple[CallScores, list[Outcome]]:
+        res = run_specs([cell], eps, engine)[cell.label]
+        cs = call_scores(res, eps)
+        return cs, verdict_outcomes(units_by_id(eps), cs, res.errors, delta)
+
     out = {}
     for det, (spec, variants) in todo.items():
-        cells: list[DetectorSpec] = [spec]
-        heldout = {}
-        for corpus, params in variants.items():
-            if params is None:
-                heldout[corpus] = 0
-            else:
-                heldout[corpus] = len(cells)
-                cells.append(DetectorSpec(f"{det} without {corpus}", spec.spec, params))
         stored = (shipped or {}).get(det)
-        results = run_specs(cells[1:] if stored is not None else cells, episodes, engine)
-        calls = [None if stored is not None and i == 0 else call_scores(results[c.label], episodes)
-                 for i, c in enumerate(cells)]
-        outcomes = [stored if cs is None else verdict_outcomes(units, cs, results[c.label].errors, delta)
-                    for c, cs in zip(cells, calls)]
+        calls, outcomes = [None], [stored]
+        if stored is None:
+            calls[0], outcomes[0] = simulate(spec, episodes)
+        heldout = {}
+        for corpus, variant in variants.items():
+            if variant is None:
+                heldout[corpus] = 0
+                continue
+            heldout[corpus] = len(outcomes)
+            cs, outs = simulate(variant, by_corpus.get(corpus, []))
+            calls.append(cs)
+            outcomes.append(outs)
         values = ["as shipped"] + [f"without {c}'s rules" for c, i in heldout.items() if i]
         out[det] = Grid(RULES_PARAM, values, 0, outcomes, heldout_cells=heldout, calls=calls)
     return out
@@ -142,4 +151,5 @@ def rule_grids(data, taken: set[str], notes: list[str]) -> dict[str, Grid]:
     todo = [d for d in data.detectors if d not in taken]
     out = data.outcomes
     return unseen_grids(data.dirs[0], data.specs, check_run(data), data.delta, detectors=todo,
-                        shipped={d: outcome_objects(out[out["detector"] == d]) for d in todo})
+                        shipped={d: outcome_objects(out[out["detector"] == d]) for d in todo},
+                        corpus_of=dict(zip(out["episode"].astype(str), out["family"].astype(str))))
