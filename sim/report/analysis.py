@@ -73,8 +73,11 @@ def load_runs(dirs: Sequence[str | Path]) -> RunData:
         manifests.append(man)
         deltas.add(int(man.get("config", {}).get("delta", DELTA)))
         prefix = f"r{i}:" if len(dirs) > 1 else ""
+        # Each detector as it ran: the parameters given, then every value it resolved them to,
+        # so a default changed since the run does not change what its report re-derives.
+        ran = {r["label"]: r.get("params") or {} for r in man.get("detectors", []) if isinstance(r, dict) and "label" in r}
         for det in man.get("config", {}).get("detectors", []):
-            specs.setdefault(det["label"], (det["spec"], det.get("params", {})))
+            specs.setdefault(det["label"], (det["spec"], {**(det.get("params") or {}), **ran.get(det["label"], {})}))
         trace = d / "trace.jsonl"
         sources = [Path(s) for s in man.get("sources", [])] if not trace.exists() else [trace]
         for src in sources:

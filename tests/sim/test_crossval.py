@@ -468,3 +468,19 @@ def test_real_injected_is_left_out_by_the_corpus_each_episode_was_built_from(tmp
     row = cv[(cv.detector == "progress_guard") & (cv.corpus == corpus) & (cv.metric == "score_standard")].iloc[0]
     assert float(row["heldout"]) == pytest.approx(expected, abs=1e-6)
     assert row["value_heldout"] == f"without {corpus}'s rules"
+
+
+def test_a_run_is_re_analysed_with_the_parameters_it_ran_with(real_run, monkeypatch):
+    """A default changed after a run (here `no_progress`'s patience) does not change what the
+    run's report re-derives: the detector is rebuilt from the values it resolved then, so its
+    threshold sweep and leave-one-corpus-out pick from the verdicts it actually gave."""
+    from sim.config.spec import DetectorSpec
+    from detectors.layers import NoProgressDetector
+
+    before = corpus_cv(load_runs([real_run]), rounds=20).get("no_progress", POOLED)
+    monkeypatch.setitem(NoProgressDetector.__init__.__kwdefaults__, "patience", 7)
+    data = load_runs([real_run])
+    assert data.specs["no_progress"][1]["patience"] == 3
+    assert DetectorSpec("no_progress", *data.specs["no_progress"]).build().patience == 3
+    after = corpus_cv(data, rounds=20).get("no_progress", POOLED)
+    assert after["heldout"] == before["heldout"] and after["value_as_run"] == "3"
