@@ -218,6 +218,8 @@ class Grid:
     #: the held-out deployment figures (:mod:`sim.report.cv_deploy`); None for a cell that is
     #: the run's own (its ``calls.csv``).
     calls: Sequence[Any] | None = None
+    #: Corpus -> per cell, the per-call verdicts of :attr:`fold_outcomes`' variant (as ``calls``).
+    fold_calls: Mapping[str, Sequence[Any]] | None = None
 
 
 def corpus_cv(data: RunData, *, rounds: int = 1000, seed: int = 0, reference: str = REFERENCE,

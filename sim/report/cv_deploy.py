@@ -16,8 +16,9 @@ spend it saves, how often the agent is nudged for nothing — so this module com
 
 "As configured" held out: a rules variant's own stop / escalate verdicts; a threshold
 detector's alarms halt as configured when every alarm it stored halts (none when none does);
-otherwise the figure is left empty with a note. A default chosen per fold by ``--cv-param`` is
-re-simulated without keeping its calls, so such a detector is given as run, with a note.
+otherwise the figure is left empty with a note. A default chosen per fold by ``--cv-param``: the
+re-simulated verdicts of the cell each corpus was scored at (of the variant without the corpus's
+rules, when those are held out too); a threshold in that grid alarms as above.
 
 Intervals: the deployment view's bootstrap (episodes resampled within each corpus, the same
 rounds for dev and held out), so the change held out − dev is paired.
@@ -30,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from sim.numbers import as_float
-from sim.report.crossval import POOLED, CrossVal, Grid
+from sim.report.crossval import POOLED, RULES_PARAM, CrossVal, Grid
 from sim.scoring.deploy import (FIELDS, HALTING, METRICS, DeployRows, metric_note, metrics_from_totals, recorded,
                                 run_outcomes)
 from sim.scoring.uncertainty import Bootstrap, percentile_interval
@@ -64,6 +65,8 @@ class _Alarms:
         mask = self.family == corpus
         self.alarm[mask] = False
         self.halt[mask] = False
+        if not cs.halt_known:
+            self.configured_known = False
         for eid, (nodes, _, _) in cs.by_episode.items():
             for j, node in enumerate(nodes):
                 i = self.row.get((eid, str(node)))
@@ -97,6 +100,10 @@ def _halts_with_alarms(calls: pd.DataFrame) -> bool | None:
     return True if halting.all() else (False if not halting.any() else None)
 
 
+_UNKNOWN_HALTS = ("{det}: some of its stored alarms halt and some do not, so which would halt at another threshold "
+                  "is unknown: its held-out 'as configured' figures are left empty")
+
+
 def heldout_alarms(det: str, calls: pd.DataFrame, cv: CrossVal, grids: Mapping[str, Grid] | None,
                    build: Callable[[str], Any]) -> tuple[_Alarms, str, str]:
     """``det``'s held-out alarms over its ``calls.csv`` rows; what it was held out as; a note."""
@@ -105,26 +112,27 @@ def heldout_alarms(det: str, calls: pd.DataFrame, cv: CrossVal, grids: Mapping[s
     grid = (grids or {}).get(det)
     if param is None:
         return al, "as run", ""
-    if grid is not None and (grid.fold_outcomes is not None or grid.calls is None):
-        return al, "as run", (f"{det}: its held-out deployment figures are as run: the --cv-param grid it was "
-                              "chosen on is re-simulated without keeping per-call verdicts")
+    if grid is not None and grid.calls is None:
+        return al, "as run", f"{det}: its held-out deployment figures are as run: its grid kept no per-call verdicts"
     described = []
     if grid is not None:
         for corpus, cell in zip(cv.corpora, picks):
-            cs = grid.calls[cell]
+            # a variant without the corpus's rules (``--cv-param`` with ``--cv-rules``) was chosen,
+            # and is scored, on its own re-simulation
+            cs = (grid.fold_calls[corpus] if grid.fold_calls is not None else grid.calls)[cell]
             if cs is not None:  # None: the run's own cell, its stored verdicts
                 al.from_verdicts(corpus, cs)
-            described.append(f"{corpus}: {values[cell]}")
-        return al, "; ".join(described), ""
+            described.append(f"{corpus}: {values[cell]}" if grid.param == RULES_PARAM
+                              else f"{corpus}: {grid.param}={values[cell]}")
+        note = "" if al.configured_known else _UNKNOWN_HALTS.format(det=det)
+        return al, "; ".join(described), note
     detector = build(det)
     halts = _halts_with_alarms(calls)
     for corpus, cell in zip(cv.corpora, picks):
         al.from_threshold(corpus, detector.threshold_for, values[cell], halts)
         described.append(f"{corpus}: {param}={values[cell]:g}" if isinstance(values[cell], float)
                          else f"{corpus}: {param}={values[cell]}")
-    note = "" if al.configured_known else (f"{det}: some of its stored alarms halt and some do not, so which would "
-                                           "halt at another threshold is unknown: its held-out 'as configured' "
-                                           "figures are left empty")
+    note = "" if al.configured_known else _UNKNOWN_HALTS.format(det=det)
     return al, "; ".join(described), note
 
 

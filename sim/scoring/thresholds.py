@@ -52,6 +52,9 @@ class CallScores:
     #: Per episode, which calls the detector's own verdict ends the run with (``stop`` /
     #: ``escalate``): the "as configured" halts of the deployment view.
     verdict_halt: dict[str, np.ndarray] = field(default_factory=dict)
+    #: False when which alarms halt is unknown (:meth:`at_threshold` over a detector whose stored
+    #: alarms halt only sometimes): ``verdict_halt`` is then empty.
+    halt_known: bool = True
 
     @classmethod
     def from_rows(cls, rows) -> "CallScores":
@@ -77,6 +80,23 @@ class CallScores:
 
     def scores(self) -> np.ndarray:
         return np.concatenate([s for _, s, _ in self.by_episode.values()]) if self.by_episode else np.zeros(0)
+
+    def at_threshold(self, detector: Detector, value: float) -> "CallScores":
+        """These calls as ``detector`` would have judged them at threshold ``value`` (the threshold
+        contract: alarm iff ``score >= threshold_for(tool, value)``), its verdicts replaced by
+        those alarms. Which of them halt as configured follows the stored verdicts: all when every
+        stored alarm halted, none when none did; otherwise it cannot be told from the scores
+        and ``verdict_halt`` is left empty (``halt_known`` False)."""
+        thresholds = _Thresholds(detector, [value])
+        alarmed = [h[a] for e, a in self.verdict_alarm.items() if (h := self.verdict_halt.get(e)) is not None]
+        halting = np.concatenate(alarmed) if alarmed else np.zeros(0, dtype=bool)
+        halts = bool(halting.all()) if len(halting) else False
+        out = CallScores(self.by_episode, halt_known=not (len(halting) and halting.any() and not halting.all()))
+        for e, (_, scores, tools) in self.by_episode.items():
+            out.verdict_alarm[e] = alarm = thresholds.alarms(scores, tools)[0]
+            if out.halt_known:
+                out.verdict_halt[e] = alarm if halts else np.zeros(len(alarm), dtype=bool)
+        return out
 
 
 class _Thresholds:

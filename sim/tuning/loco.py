@@ -68,22 +68,29 @@ def cv_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], grids: 
         res = run_sweep(spec, det_grids, episodes, profiles, delta=delta, engine=engine)
         values = [", ".join(value_text(r[n]) for n in res.params) for r in res.rows]
         default = next(i for i, r in enumerate(res.rows) if r["default"])
-        folds = None
+        folds = fold_calls = None
+        calls = cells_calls(res)
         built = spec.build()
         swept = {g.name.split(".")[0] for g in det_grids}
         variants = unseen_specs(spec, corpora or (), built)
         if any(v is not None for v in variants.values()) and not swept & set(type(built).derived_from):
-            folds = {}
+            folds, fold_calls = {}, {}
             for c, variant in variants.items():
                 if variant is None:
-                    folds[c] = res.outcomes
+                    folds[c], fold_calls[c] = res.outcomes, calls
                     continue
                 fres = run_sweep(variant, det_grids, episodes, profiles, delta=delta, engine=engine)
                 if [[r[n] for n in fres.params] for r in fres.rows] != [[r[n] for n in res.params] for r in res.rows]:
                     raise TuningError(f"--cv-param {det}: without {c}'s rules the grid has other cells")
-                folds[c] = fres.outcomes
-        out[det] = Grid(",".join(res.params), values, default, res.outcomes, fold_outcomes=folds)
+                folds[c], fold_calls[c] = fres.outcomes, cells_calls(fres)
+        out[det] = Grid(",".join(res.params), values, default, res.outcomes, fold_outcomes=folds,
+                        calls=calls, fold_calls=fold_calls)
     return out
+
+
+def cells_calls(res) -> list[CallScores]:
+    """Every cell's per-call verdicts of a sweep (``SweepResult``), for the held-out deployment figures."""
+    return [res.cell_calls(i) for i in range(len(res.rows))]
 
 
 def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], corpora: Sequence[str],

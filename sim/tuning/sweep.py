@@ -24,7 +24,7 @@ from detectors.protocol import Detector
 from sim.execute.engines import Engine
 from sim.config.spec import DetectorSpec
 from sim.scoring.outcomes import DELTA, Outcome, units_by_id
-from sim.scoring.thresholds import check_contract, sweep
+from sim.scoring.thresholds import CallScores, check_contract, sweep
 from scenarios.tree import Episode
 
 
@@ -44,6 +44,14 @@ class SweepResult:
     #: Every cell's outcomes (the cells of ``rows``, in order), for callers that re-aggregate
     #: them (leave-one-corpus-out: ``sim.tuning.loco``).
     outcomes: list[list[Outcome]] = field(default_factory=list)
+    #: Every cell's per-call evidence, as (the open-loop run's scores, and for a cell swept over
+    #: those scores the detector and threshold value to judge them at); see :meth:`cell_calls`.
+    evidence: list[tuple[CallScores, Detector | None, Any]] = field(default_factory=list)
+
+    def cell_calls(self, i: int) -> CallScores:
+        """Cell ``i``'s per-call verdicts (for the deployment figures of a cell chosen per fold)."""
+        cs, detector, value = self.evidence[i]
+        return cs if detector is None else cs.at_threshold(detector, value)
 
 
 def sweep_cells(spec: DetectorSpec, grids: Sequence[ParamGrid]) -> tuple[Detector, list[str], list[tuple], tuple]:
@@ -100,6 +108,7 @@ def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence
         return params
 
     outcomes: dict[tuple, list[Outcome]] = {}
+    evidence: dict[tuple, tuple[CallScores, Detector | None, Any]] = {}
     runs = 0
     broken = ""
     if ti is not None:
@@ -118,17 +127,21 @@ def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence
                 broken = (f"{bad} of {total} stored verdicts disagree with score >= threshold_for(tool, value), "
                           "so every cell was re-simulated")
                 outcomes.clear()
+                evidence.clear()
                 break
             values = [c[ti] for c in groups[key]]
             for cell, outs in zip(groups[key], sweep(units, cs, det, values, delta, res.errors)):
                 outcomes[cell] = outs
+                evidence[cell] = (cs, det, cell[ti])
     if ti is None or broken:
         cspecs = {cell: DetectorSpec(f"cell{i}", spec.spec, cell_params(cell, None)) for i, cell in enumerate(cells)}
         results = run_specs(list(cspecs.values()), episodes, engine, progress)
         runs += len(cspecs)
         for cell, cspec in cspecs.items():
             res = results[cspec.label]
-            outcomes[cell] = verdict_outcomes(units, call_scores(res, episodes), res.errors, delta)
+            cs = call_scores(res, episodes)
+            outcomes[cell] = verdict_outcomes(units, cs, res.errors, delta)
+            evidence[cell] = (cs, None, None)
 
     others = [n for i, n in enumerate(names) if i != ti]
     if ti is not None and not broken and not others:
@@ -154,7 +167,8 @@ def run_sweep(spec: DetectorSpec, grids: Sequence[ParamGrid], episodes: Sequence
         row["default"] = cell == default_cell
         row.update(metrics_row(outcomes[cell], profiles, delta))
         rows.append(row)
-    return SweepResult(spec.label, names, rows, mode, why, runs, [outcomes[cell] for cell in cells])
+    return SweepResult(spec.label, names, rows, mode, why, runs, [outcomes[cell] for cell in cells],
+                       [evidence[cell] for cell in cells])
 
 
 def plot_sweep(result: SweepResult, path, delta: int = DELTA):

@@ -100,6 +100,37 @@ def test_a_threshold_detector_held_out_is_a_run_at_the_threshold_the_other_corpu
         assert held == alone, (corpus, value)
 
 
+def test_a_default_chosen_per_fold_is_held_out_in_a_deployers_terms_too(report, tmp_path):
+    """--cv-param: each corpus's held-out figures are those of a separate run at the value the
+    other corpus chose — for the guard, without this corpus's rules, re-simulated per cell; for
+    no_progress, whose patience is its threshold, from one run's scores."""
+    from detectors.progress_guard import LAYERS_FROM, RULES_FROM
+
+    run, _, _ = report
+    out = tmp_path / "rep"
+    r = invoke("report", str(run), "--cv", "corpus", "--rounds", "20", "--out", str(out),
+               "--cv-param", "progress_guard.patience=1,3", "--cv-param", "no_progress.patience=1,2,4")
+    assert r.exit_code == 0, r.output
+    assert "kept no per-call verdicts" not in r.output
+    cv = pd.read_csv(out / "cv.csv", keep_default_na=False, dtype={"value_heldout": str})
+    cvd = pd.read_csv(out / "cv_deploy.csv")
+    chosen = {}
+    for det in ("progress_guard", "no_progress"):
+        for corpus in CORPORA:
+            value = cv[(cv.detector == det) & (cv.corpus == corpus) & (cv.metric == "score_standard")]["value_heldout"].iloc[0]
+            chosen[det, corpus] = value
+            params = [f"{det}.patience={value}"]
+            if det == "progress_guard":
+                params += [f"progress_guard.skip_rules={json.dumps([n for n, c in RULES_FROM.items() if corpus in c])}",
+                           f"progress_guard.skip_layers={json.dumps([n for n, c in LAYERS_FROM.items() if corpus in c])}"]
+            assert _counts(cvd[cvd.corpus == corpus], det, "heldout") == _separate_run(tmp_path, corpus, det, *params), \
+                (det, corpus, value)
+            said = cvd[(cvd.detector == det) & (cvd.corpus == corpus)]["heldout_as"].iloc[0]
+            assert f"{corpus}: patience={value}" in said
+    # not every fold kept the default: the held-out figures are not the dev ones relabelled
+    assert any(v != "3" for (det, _), v in chosen.items() if det == "no_progress")
+
+
 def test_held_out_catches_agree_with_the_leave_one_corpus_out_recall(report):
     """Two code paths, one answer: the loops a held-out halt catches within Δ are cv.csv's held-out recall."""
     _, rep, _ = report

@@ -156,3 +156,18 @@ def test_every_registered_threshold_honours_the_sweep_contract(name, episodes):
     swept = sweep(episodes, call_rows(det, episodes), det, values)
     for v, outs in zip(values, swept):
         assert outs == rerun(det.clone(**{det.threshold_param: v}), episodes), (name, v)
+
+
+def test_calls_at_another_threshold_alarm_by_the_contract_and_halt_as_the_stored_alarms_did():
+    exact = ExactDetector()  # alarms iff score >= max_repeats_per_signature
+    rows = lambda *verdicts: [{"episode": "e", "node": f"n{i}", "score": s, "tool": "t", "verdict": v}  # noqa: E731
+                              for i, (s, v) in enumerate(zip((0, 1, 2, 3), verdicts))]
+    stopping = CallScores.from_rows(rows("allow", "stop", "stop", "stop")).at_threshold(exact, 2)
+    assert stopping.verdict_alarm["e"].tolist() == [False, False, True, True]
+    assert stopping.halt_known and stopping.verdict_halt["e"].tolist() == [False, False, True, True]
+    nudging = CallScores.from_rows(rows("allow", "nudge", "nudge", "nudge")).at_threshold(exact, 3)
+    assert nudging.verdict_alarm["e"].tolist() == [False, False, False, True]
+    assert nudging.halt_known and not nudging.verdict_halt["e"].any()
+    mixed = CallScores.from_rows(rows("allow", "nudge", "stop", "stop")).at_threshold(exact, 1)
+    assert mixed.verdict_alarm["e"].tolist() == [False, True, True, True]
+    assert not mixed.halt_known and mixed.verdict_halt == {}
