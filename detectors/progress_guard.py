@@ -88,6 +88,11 @@ RULES: dict[str, str] = {
                       "repeats a record read before",
     "write_resets": "a write that went through starts the no-progress count again: what the agent "
                     "read before it changed is no evidence against what it reads after",
+    "write_acts": "a write is an act, not a read: results that added nothing before it do not make "
+                  "the write itself a loop (the no-progress layer judges reads)",
+    "known_reread": "a call that re-read known content (a narrower view of a file already read) is no "
+                    "evidence that changing its numbers brings nothing: drift needs a change of numbers that "
+                    "brought nothing, or an empty answer",
     "code_cosmetic": "code and command arguments compare with comments and blank lines dropped",
     "error_news": "an error that says something new (another id, new text) breaks a same-error streak",
     "not_found_items": "a not-found answer is news only through the items it lists",
@@ -662,8 +667,9 @@ class ProgressGuard(Detector):
                                              f"{'returned nothing new' if not info.informative else 'its result is already known'}"), 1.0
         fam = state.families.get(p.family)
         if fam is not None and info is None and "drift" not in skip:
-            last_step, informative = fam
-            if not informative and state.last_mutation <= last_step and last_step >= state.fresh_from:
+            last_step, informative, evidence = fam
+            if (not informative and state.last_mutation <= last_step and last_step >= state.fresh_from
+                    and (evidence or "known_reread" in rules)):
                 return _Finding("drift", "differs from an earlier call only in its numbers, and that call returned nothing new"), 1.0
         if state.not_there and p.free and "not_there" not in skip and (missed := self._known_missing(state, tool, p)) is not None:
             return _Finding("not_there", f"looks for a phrase containing {missed!r}, which the same text "
@@ -681,7 +687,8 @@ class ProgressGuard(Detector):
                 and ("fan_out" in rules or not self._fans_out(state, call))):
             return _Finding("same_error", f"follows {state.error_run} failures of {tool} in a row with the same error"), 1.0
         patience = self._param(tool, "patience")
-        if state.stale_streak >= patience and "no_progress" not in skip:
+        if (state.stale_streak >= patience and "no_progress" not in skip
+                and not (mode == "mutating" and "write_acts" not in rules)):
             return _Finding("no_progress", f"follows {state.stale_streak} results in a row that added nothing new"), 1.0
         evidence = state.stale_streak / (patience + 1)
         if self.semantic and p.free and state.sem is not None and "semantic" not in skip:
@@ -929,7 +936,16 @@ class ProgressGuard(Detector):
         # same result is a repeat. A failed command is another matter: a shell line that
         # writes a file and then runs it reports the run's failure, the file was written.
         wrote = write_ok or (mode == "mutating" and (self._command_text(call.tool) or "failed_write" in rules))
-        families = state.families.set(p.family, (state.step, informative or (write_ok and "write_progress" not in rules)))
+        # Whether this result, if it brought nothing new, is evidence for drift: it came back from
+        # numbers already changed once, it was empty ("no results", past the last page), or it
+        # answered a write (``write_progress`` judges those). The first read of its kind that
+        # only showed known content (a narrower view of a file already read) is the no-progress
+        # layer's evidence, not a change of numbers that failed.
+        fam_before = state.families.get(p.family)
+        drift_evidence = ((fam_before is not None and (info_before is None or fam_before[2]))
+                          or news.not_found or not tokens or mode == "mutating")
+        families = state.families.set(p.family, (state.step, informative or (write_ok and "write_progress" not in rules),
+                                                 drift_evidence))
         silent = state.silent
         unanswered_repeat = state.unanswered_repeat
         if p.free and mode != "mutating":
@@ -1003,7 +1019,7 @@ class ProgressGuard(Detector):
         keys = state.keys.set(p.key, KeyInfo((info.count if info else 0) + 1, state.step,
                                              info.last_fp if info else None, info.prev_fp if info else None,
                                              True, 0, (info.unanswered if info else 0) + 1))
-        families = state.families.set(p.family, (state.step, True))
+        families = state.families.set(p.family, (state.step, True, False))
         if error:
             error_tool, error_key, error_run = state.error_tool, state.error_key, state.error_run
             # the item was tried, though its error is unknown: trying it again is no fan-out

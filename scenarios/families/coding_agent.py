@@ -25,7 +25,10 @@ Healthy (every call gains something):
   they changed);
 - ``editor_reproduce_fix``: ``create`` a reproduction script, run it (it fails), fix the
   source one file at a time re-running the script after each fix, then run the tests
-  (the reproduce-fix-verify workflow OpenHands' and SWE-agent's prompts prescribe).
+  (the reproduce-fix-verify workflow OpenHands' and SWE-agent's prompts prescribe);
+- ``editor_focus``: a file read whole, then narrowed in on — a grep, a slice, after an edit
+  that did not match a narrower slice — and edited (every narrower read shows text already
+  read, as in a public OpenHands run).
 
 Looping (the stuck calls gain nothing):
 
@@ -142,6 +145,53 @@ def editor_reproduce_fix(rng: random.Random, p: dict[str, Any]) -> Scenario:
         b.add(run, thought="Re-running the reproduction script.")
     b.add(sh(rng.choice(TESTS)), thought="Now the test suite.")
     return finish(world, b, rng, p, tools=CODING, script=script)
+
+
+@family("editor_focus", looping=False, **TREE)
+def editor_focus(rng: random.Random, p: dict[str, Any]) -> Scenario:
+    """Editor + shell: read a file whole, then narrow in on what was read — grep it, view a slice
+    of it — and edit; an edit whose ``old_str`` does not match is followed by a narrower view of
+    the same lines and the edit that does; then the tests.
+
+    Real class: a public OpenHands run on Multi-SWE-bench (ponylang/ponyc, issue 4588; no
+    scored corpus): the agent views ``match.c`` whole, greps it, views lines 282-449, tries a
+    ``str_replace`` whose ``old_str`` carries the view's line numbers, views lines 312-317 and
+    edits them. Each narrower read shows text already read; each is a new look (the editor's
+    slice, a grep's hits), and the run went on to fix the issue. A guard that counts results
+    with nothing new takes the edit after them, or the narrower view after the failed edit, for
+    a loop (the ``write_acts`` and ``known_reread`` rules of ``progress_guard``)."""
+    world, b = start_world(rng)
+    explore(b, rng, rng.randint(0, 2))
+    path = sources(b, rng)[0]
+    content = current(world, b.ws, path) or ""
+    lines = content.split("\n")
+    unique = [i for i, line in enumerate(lines) if i and line and content.count(line) == 1 and i + 1 < len(lines)]
+    if not unique:
+        raise ScriptError(f"no unique line to edit in {path}")
+    at = rng.choice(unique)  # 0-based; the editor numbers lines from 1
+    line = lines[at]
+    look = view(path)
+    if b.gains(look):
+        b.add(look, thought=f"Opening {path}.")
+    word = rng.choice(line.split()[2:-1] or line.split())
+    b.add(sh(f"grep -n {word} {path}"), thought=f"Where does {path} mention {word}?")
+    lo = max(1, at + 1 - rng.randint(2, 6))
+    hi = min(len(lines), at + 1 + rng.randint(2, 6))
+    b.add(ToolCall(EDITOR, {"command": "view", "path": abs_path(path), "view_range": [lo, hi]}),
+          thought=f"The lines around line {at + 1}.")
+    new = re.sub(r"value=\d+", f"value={rng.randint(10000, 99999)}", line)
+    pasted = rng.random() < 0.6
+    if pasted:
+        # the slice's line numbers pasted into old_str: "did not appear verbatim"
+        pasted = f"{line}\n{at + 2:>6}\t{lines[at + 1]}"
+        b.add(ToolCall(EDITOR, {"command": "str_replace", "path": abs_path(path), "old_str": pasted, "new_str": new}),
+              thought=f"Fixing line {at + 1}.")
+        b.add(ToolCall(EDITOR, {"command": "view", "path": abs_path(path), "view_range": [at + 1, at + 2]}),
+              thought="The replacement did not match; the exact text of those lines.")
+    b.add(ToolCall(EDITOR, {"command": "str_replace", "path": abs_path(path), "old_str": line, "new_str": new}),
+          thought=f"Fixing line {at + 1}.")
+    b.add(sh(rng.choice(TESTS)), thought="Running the tests.")
+    return finish(world, b, rng, p, tools=CODING, pasted=pasted)
 
 
 def _prefix(b: PathBuilder, rng: random.Random, p: dict[str, Any]) -> None:

@@ -86,6 +86,7 @@ def short_answer(g: LoopGuard) -> Verdict:
 
 def report_once(g: LoopGuard) -> Verdict:
     page = "Here is a screenshot of [Museum](https://museum.org/). The viewport shows opening hours 9 to 5."
+    g.record("open_result", {"n": 0}, "Here is a screenshot of [Gallery](https://gallery.org/): closed on Mondays.")
     g.record("WebSurfer", {"instruction": "open the first result"}, f"I clicked 'result 1'.\n\n{page}")
     g.record("open_result", {"n": 1}, page)  # what the reply already reported
     # another number after a call that told nothing new would be drift
@@ -133,6 +134,34 @@ def write_resets(g: LoopGuard) -> Verdict:
     # the tests after the edit: were the write not counted, a fourth result in a row that added nothing
     return g.check("execute_bash", {"command": "python -m pytest -q tests"}).verdict
 
+MATCH_C = ["static ast_t* make_pattern_type(pass_opt_t* opt, ast_t* pattern)", "    case TK_MATCH_CAPTURE: /* bind it */",
+           "    case TK_MATCH_DONTCARE: /* ignore it */", "      return pattern_type; /* as aliased */"]
+
+
+def write_acts(g: LoopGuard) -> Verdict:
+    source = MATCH_C
+    g.record("str_replace_editor", {"command": "view", "path": "/repo/src/match.c"}, "\n".join(source))
+    for word in ("DONTCARE", "pattern_type"):  # greps that show lines the view showed: nothing new
+        g.record("execute_bash", {"command": f"grep -n {word} /repo/src/match.c"},
+                 next(line for line in source if word in line))
+    g.record("str_replace_editor", {"command": "view", "path": "/repo/src/match.c", "view_range": [2, 3]},
+             "\n".join(source[1:3]))
+    # three results in a row that added nothing, then the agent edits: acting, not asking again
+    return g.check("str_replace_editor", {"command": "str_replace", "path": "/repo/src/match.c",
+                                          "old_str": source[3], "new_str": "      return alias(pattern_type);"}).verdict
+
+
+def known_reread(g: LoopGuard) -> Verdict:
+    source = MATCH_C
+    g.record("str_replace_editor", {"command": "view", "path": "/repo/src/match.c"}, "\n".join(source))
+    g.record("str_replace_editor", {"command": "view", "path": "/repo/src/match.c", "view_range": [1, 4]},
+             "\n".join(source))  # a slice of what was read: nothing new, and no change of numbers
+    g.record("str_replace_editor", {"command": "str_replace", "path": "/repo/src/match.c",
+                                    "old_str": "case TK_MATCH_CAPTURE:\n   3\tcase", "new_str": "x"},
+             "ERROR: No replacement was performed, old_str did not appear verbatim", error=True)
+    return g.check("str_replace_editor", {"command": "view", "path": "/repo/src/match.c", "view_range": [2, 3]}).verdict
+
+
 #: rule -> (its case, the verdict with every rule on)
 CASES = {
     "transient_retry": (transient_retry, ALLOW), "unanswered_retry": (unanswered_retry, ALLOW),
@@ -141,7 +170,7 @@ CASES = {
     "error_news": (error_news, ALLOW), "not_found_items": (not_found_items, NUDGE),
     "short_answer": (short_answer, ALLOW), "report_once": (report_once, ALLOW), "cross_check": (cross_check, ALLOW),
     "echo_mask": (echo_mask, NUDGE), "paging_poll": (paging_poll, ALLOW), "fan_out": (fan_out, ALLOW),
-    "write_resets": (write_resets, ALLOW),
+    "write_resets": (write_resets, ALLOW), "write_acts": (write_acts, ALLOW), "known_reread": (known_reread, ALLOW),
 }
 
 

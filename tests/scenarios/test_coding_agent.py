@@ -13,6 +13,8 @@ from sim.play.validate import scored_looping_paths
 
 HEALTHY = ("editor_edit_test", "editor_edit_view", "editor_reproduce_fix")
 LOOPS = ("editor_review", "editor_rerun", "editor_nomatch")
+#: Healthy with no identical repeat at all: every read narrows in on text already read.
+FOCUS = ("editor_focus",)
 
 
 def _world():
@@ -64,11 +66,11 @@ def test_the_shell_runs_in_the_repository_and_runs_created_scripts():
 
 
 def test_families_are_registered_in_their_class_and_name_their_source():
-    assert all(not FAMILIES[f].looping for f in HEALTHY) and all(FAMILIES[f].looping for f in LOOPS)
-    assert all(FAMILIES[f].doc.startswith("Editor + shell") for f in HEALTHY + LOOPS)
+    assert all(not FAMILIES[f].looping for f in HEALTHY + FOCUS) and all(FAMILIES[f].looping for f in LOOPS)
+    assert all(FAMILIES[f].doc.startswith("Editor + shell") for f in HEALTHY + LOOPS + FOCUS)
 
 
-@pytest.mark.parametrize("name", HEALTHY + LOOPS)
+@pytest.mark.parametrize("name", HEALTHY + LOOPS + FOCUS)
 def test_generation_is_deterministic_on_paths_and_trees(name):
     # (labels and tree support: test_real_families.test_linear_and_tree_episodes_validate)
     for tree_share in (0.0, 1.0):
@@ -113,7 +115,7 @@ def test_loops_repeat_with_nothing_written_between(name):
 
 def test_the_guard_lets_the_repair_cycle_through_and_catches_the_loops():
     guard = ProgressGuard(semantic=False)
-    for name in HEALTHY + LOOPS:
+    for name in HEALTHY + LOOPS + FOCUS:
         for i in range(8):
             ep = generate(make_scenario(name, i, suite_seed=5, tree_share=0.0))
             state, first = guard.start(), None
@@ -127,3 +129,41 @@ def test_the_guard_lets_the_repair_cycle_through_and_catches_the_loops():
                 assert first is not None and onset <= first <= onset + 1, (name, i, first, onset)
             else:
                 assert first is None, (name, i, ep.tool_nodes()[first].call)
+
+
+def _first_alarm(guard, ep):
+    state = guard.start()
+    for j, n in enumerate(ep.tool_nodes()):
+        d = guard.check(state, n.call)
+        if d.alarm:
+            return j, d.reason
+        state = guard.record(state, n.call, d, n.observation)
+    return None, ""
+
+
+def test_narrowing_in_on_what_was_read_is_no_loop_and_the_rules_that_say_so_are_needed():
+    """editor_focus: after the whole file, a grep and a slice show only lines already read, and a
+    failed edit is followed by a narrower slice. Healthy by the world's facts (each look is new),
+    let through by the guard; without write_acts and known_reread the guard calls the edit or the
+    narrower slice a loop."""
+    old = ProgressGuard(semantic=False, skip_rules=("write_acts", "known_reread"))
+    guard = ProgressGuard(semantic=False)
+    flagged, narrowed = [], 0
+    for i in range(20):
+        ep = generate(make_scenario("editor_focus", i, suite_seed=7, tree_share=0.0))
+        calls = ep.tool_nodes()
+        assert not any(n.label.loop for n in calls) and not scored_looping_paths(ep)
+        assert not any(_same(calls[k].call, n.call) for j, n in enumerate(calls) for k in range(j))
+        path = next(n.call.args["path"] for n in calls if n.call.args.get("command") == "str_replace")
+        views = [n for n in calls if n.call.args.get("path") == path and n.call.args.get("view_range")]
+        whole = next(n for n in calls if n.call.args.get("command") == "view" and not n.call.args.get("view_range")
+                     and n.call.args.get("path") == path)
+        body = lambda n: {ln.split("\t", 1)[1] for ln in n.observation.content.split("\n")[1:] if "\t" in ln}  # noqa: E731
+        assert all(body(v) <= body(whole) for v in views), "every slice shows lines the whole view showed"
+        narrowed += len(views) > 1
+        assert _first_alarm(guard, ep)[0] is None, (i, _first_alarm(guard, ep))
+        at, why = _first_alarm(old, ep)
+        if at is not None:
+            flagged.append(why.split(":")[1].strip())
+    assert narrowed >= 5
+    assert len(flagged) >= 8 and set(flagged) <= {"drift", "no_progress"}, flagged
