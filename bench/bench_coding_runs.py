@@ -4,8 +4,10 @@ tool ``str_replace_editor`` and a shell ``execute_bash``), and the context of ev
 The runs are read at run time from a folder of OpenHands evaluation ``output.jsonl`` files
 (``loopbench import --format openhands``; the data is third-party and is not shipped).
 Runs that made no tool call (ended at start-up) are counted and left out. Per detector:
-how many runs it fires on (first alarm, halt mode), split by how the run ended where the
-file records it (resolved / not resolved / unknown). Then, for each detector in --explain,
+how many runs it fires on (first alarm: what halting at once would stop) and how many it
+stops as configured (its own stop / escalate verdicts: a guard that nudges first lets the run
+go on), split by how the run ended where the file records it (resolved / not resolved /
+unknown) — the resolved column is the good runs a deployment would lose. Then, for each detector in --explain,
 every first alarm with what a reviewer needs to judge it by the labelling rubric
 (shared/corpora/real-labels/README.md): the call, the last earlier call with the same tool
 and arguments, whether a write (declared tool effects, ``detectors.effects``) came between
@@ -28,6 +30,7 @@ from scenarios.importers import import_file
 from scenarios.outcome import run_outcome
 from scenarios.tree import Episode, ToolNode
 from sim.play.openloop import score_episode
+from sim.scoring.thresholds import HALTING_VERDICTS
 
 FIELD_GUARDS = ("openhands", "openhands_sdk", "cline", "roo_code", "gemini_cli", "goose", "crewai", "openclaw")
 DEFAULT = ("progress_guard", "exact", *FIELD_GUARDS)
@@ -112,14 +115,18 @@ def main(argv: list[str] | None = None) -> int:
     # Each run scored once per detector: the table reads the first alarms, --explain every verdict.
     scoring = {d: {ep.id: verdicts(d, ep) for ep in runs} for d in names}
     print()
-    print("| detector | runs fired | resolved fired | not resolved fired | outcome unknown fired |")
+    print("Each cell: runs fired (a first alarm: halting there stops the run) / runs stopped as configured "
+          "(a stop or escalate verdict of the detector's own; its nudges let the run go on) / runs.")
+    print()
+    print("| detector | all runs | resolved | not resolved | outcome unknown |")
     print("|---|---|---|---|---|")
     for d in names:
         cells = []
         for group in (None, "success", "failure", "unknown"):
             eps = [ep for ep in runs if group is None or run_outcome(ep.meta) == group]
             fired = sum(scoring[d][ep.id][0] is not None for ep in eps)
-            cells.append(f"{fired}/{len(eps)}")
+            stopped = sum(any(v.value in HALTING_VERDICTS for v in scoring[d][ep.id][1].values()) for ep in eps)
+            cells.append(f"{fired} / {stopped} / {len(eps)}")
         print(f"| `{d}` | " + " | ".join(cells) + " |")
 
     for d in [x for x in args.explain.split(",") if x]:

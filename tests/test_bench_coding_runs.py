@@ -22,8 +22,8 @@ def test_table_counts_runs_by_outcome_and_explains_each_alarm(tmp_path, capsys):
     assert _bench().main([str(folder), "--detectors", "progress_guard,exact"]) == 0
     out = capsys.readouterr().out
     assert "2 runs read, 0 without a tool call left out; 2 runs, 10 tool calls" in out
-    assert "| `progress_guard` | 1/2 | 0/1 | 0/0 | 1/1 |" in out
-    assert "| `exact` | 2/2 | 1/1 | 0/0 | 1/1 |" in out  # exact takes the re-test after the edit
+    assert "| `progress_guard` | 1 / 0 / 2 | 0 / 0 / 1 | 0 / 0 / 0 | 1 / 0 / 1 |" in out
+    assert "| `exact` | 2 / 0 / 2 | 1 / 0 / 1 | 0 / 0 / 0 | 1 / 0 / 1 |" in out  # exact takes the re-test after the edit
     assert "out:ponylang__ponyc-4593 (unknown): call 3 of 5" in out
     assert "identical to call 2; writes between: none; same result: True" in out
     assert "progress_guard allows 1 of 1 re-runs right after a successful editor write" in out
@@ -38,3 +38,26 @@ def test_reruns_after_edit_needs_a_successful_editor_write_between():
     assert bench.reruns_after_edit(episodes[0].tool_nodes()) == []  # views only, no write
     ctx = bench.alarm_context(episodes[1].tool_nodes(), 2)
     assert ctx == {"prev_same": 0, "writes_between": [1], "same_result": False}
+
+
+def test_runs_stopped_as_configured_are_counted_apart_from_runs_fired(tmp_path, capsys):
+    """The looping run with its last view made twice more: the guard nudges at the first repeat
+    and stops at the next finding (stop_after = 1); exact refuses repeats and never ends a run."""
+    import copy
+    import json
+
+    run = json.loads(FIXTURE.read_text().splitlines()[0])
+    action, observation = run["history"][-2:]
+    for k in (1, 2):
+        a, o = copy.deepcopy(action), copy.deepcopy(observation)
+        a["id"], o["id"], o["cause"] = action["id"] + 100 * k, observation["id"] + 100 * k, action["id"] + 100 * k
+        for ev in (a, o):
+            ev["tool_call_metadata"]["tool_call_id"] = f"again_{k}"
+        run["history"] += [a, o]
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "out.jsonl").write_text(json.dumps(run) + "\n")
+    assert _bench().main([str(folder), "--detectors", "progress_guard,exact", "--explain", ""]) == 0
+    out = capsys.readouterr().out
+    assert "| `progress_guard` | 1 / 1 / 1 | 0 / 0 / 0 | 0 / 0 / 0 | 1 / 1 / 1 |" in out
+    assert "| `exact` | 1 / 0 / 1 | 0 / 0 / 0 | 0 / 0 / 0 | 1 / 0 / 1 |" in out
