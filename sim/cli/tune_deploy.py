@@ -80,7 +80,7 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
     from sim.report.crossval import injected_by_corpus
     from sim.scoring.deploy import run_outcomes
     from sim.scoring.outcomes import DELTA, load_profiles
-    from sim.tuning.deploy_tune import check_detector, frames, loco, pick, setting_text
+    from sim.tuning.deploy_tune import check_detector, frames, held_out_verdict, loco, pick, setting_text
     from sim.tuning.evaluate import run_specs
     from sim.tuning.params import TuningError
     from sim.tuning.toml_out import overrides_toml
@@ -168,6 +168,9 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
             say(f"| {name} | {r['setting']} | {r['overrides_applied']} | {_pct(r['successes_stopped'])} ({r['successes']}) | "
                 f"{_pct(r['failed_calls_saved'])} ({r['failed_calls']}) | {_pct(r['runaway_caught'])} ({r['runaway']}) | "
                 f"{_pct(r['blips_nudged'])} | {number_text(r['nudges_per_100_clean'], 2)} |")
+        verdict = held_out_verdict(cv, cap)
+        if verdict:
+            say("\n" + verdict)
 
     overrides = p.overrides(det.get_params().get("tool_overrides"))
     f = p.picked.figures
@@ -201,5 +204,5 @@ def tune_deploy(spec, detector, cap, suite, families, episodes, seed, out, delta
             "nudge_param": nparam, "max_nudges": max_nudges, "nudges_met": p.nudges_met,
             "nudge_value": p.picked.nudge_value, "nudge_tools": p.picked.nudge_tools,
             "recommended": p.picked.figures, "configured": {"value": p.configured.value, **p.configured.figures},
-            "loco": cv, "label_oracle": ceiling, "episodes": len(eps), "suite": s.name, "out": str(out),
+            "loco": cv, "held_out_verdict": held_out_verdict(cv, cap) if cv else "", "label_oracle": ceiling, "episodes": len(eps), "suite": s.name, "out": str(out),
         }, indent=2, default=str))

@@ -257,6 +257,7 @@ def loco(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapp
     if len(corpora) < 2:
         raise TuningError(f"leave-one-corpus-out needs at least 2 corpora (families); the episodes have {len(corpora)}")
     rows, pooled, pooled_nudge = [], None, None
+    shipped = shipped_nudge = None  # the configured setting, held out the same way: what the pick is worth against it
     for c in corpora:
         tu, tc = units[units["family"] != c], calls[calls["family"] != c]
         hu, hc = (unseen or {}).get(c) or (units[units["family"] == c], calls[calls["family"] == c])
@@ -265,10 +266,13 @@ def loco(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapp
         except TuningError as exc:
             rows.append({"corpus": c, "setting": "", "note": str(exc)})
             continue
-        held = HaltEvaluator(det, hu, hc, outcomes, delta).evaluate(p.picked.value, p.picked.tools,
-                                                                     p.picked.nudge_value, p.picked.nudge_tools)
+        evaluator = HaltEvaluator(det, hu, hc, outcomes, delta)
+        held = evaluator.evaluate(p.picked.value, p.picked.tools, p.picked.nudge_value, p.picked.nudge_tools)
         pooled = held.totals if pooled is None else pooled + held.totals
         pooled_nudge = held.nudge if pooled_nudge is None else pooled_nudge + held.nudge
+        conf = evaluator.evaluate(p.configured.value, p.configured.tools, p.configured.nudge_value, p.configured.nudge_tools)
+        shipped = conf.totals if shipped is None else shipped + conf.totals
+        shipped_nudge = conf.nudge if shipped_nudge is None else shipped_nudge + conf.nudge
         held_tools = set(hc["tool"].astype(str))
         per = set(p.picked.tools) | set(p.picked.nudge_tools)
         rows.append({"corpus": c, "setting": setting_text(p.param, p.picked, p.nudge_param), "met_on_others": p.met,
@@ -278,7 +282,40 @@ def loco(det: Detector, units: pd.DataFrame, calls: pd.DataFrame, outcomes: Mapp
     if pooled is not None:
         rows.append({"corpus": "pooled", "setting": "per fold", "met_on_others": None, "overrides_applied": "", "held_out_as": "",
                      **_row(Setting(0, {}, pooled, pooled_nudge)), "note": ""})
+        rows.append({"corpus": CONFIGURED_POOLED, "setting": "as configured", "met_on_others": None, "overrides_applied": "",
+                     "held_out_as": "", **_row(Setting(0, {}, shipped, shipped_nudge)), "note": ""})
     return rows
+
+
+#: ``loco``'s last row: the detector as configured, scored on every held-out corpus as the pick is.
+CONFIGURED_POOLED = "pooled, as configured"
+
+
+def held_out_verdict(rows: Sequence[Mapping[str, Any]], cap: float) -> str:
+    """One sentence from :func:`loco`'s pooled rows: is the pick, made on other corpora, worth
+    adopting over the setting as configured on the corpora it was not made on?"""
+    got = {r["corpus"]: r for r in rows if not r.get("note")}
+    pick, conf = got.get("pooled"), got.get(CONFIGURED_POOLED)
+    if pick is None or conf is None:
+        return ""
+
+    def pct(v):
+        return "–" if v is None else f"{100 * v:.1f}%"
+
+    stopped, saved, caught = (("successes_stopped", "successes"), ("failed_calls_saved", "failed_calls"),
+                              ("runaway_caught", "runaway"))
+    over = pick["successes_stopped"] is not None and pick["successes_stopped"] > cap + 1e-12
+    gain = (pick["failed_calls_saved"] or 0.0) - (conf["failed_calls_saved"] or 0.0)
+    if over:
+        say = "the cap is not met held out: keep the configured setting, or pick with a lower cap"
+    elif gain > 0:
+        say = "within the cap held out and it saves more: adopt it"
+    else:
+        say = "no saving over the configured setting held out: keep the configured setting"
+    return (f"Held out, pooled: the pick made on the other corpora stops {pct(pick[stopped[0]])} ({pick[stopped[1]]}) of "
+            f"the successful runs, saves {pct(pick[saved[0]])} of the failed runs' calls and catches "
+            f"{pct(pick[caught[0]])} of the runaway loops; as configured, {pct(conf[stopped[0]])} ({conf[stopped[1]]}), "
+            f"{pct(conf[saved[0]])} and {pct(conf[caught[0]])} — {say}.")
 
 
 def _row(s: Setting) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from sim.config.spec import DetectorSpec
 from sim.execute.rows import CALL_COLUMNS, open_rows
 from sim.scoring.deploy import episode_totals, metrics_from_totals, run_outcomes
 from sim.scoring.outcomes import load_profiles
-from sim.tuning.deploy_tune import HaltEvaluator, frames, loco, pick
+from sim.tuning.deploy_tune import CONFIGURED_POOLED, HaltEvaluator, frames, held_out_verdict, loco, pick
 from sim.tuning.evaluate import run_specs
 from sim.tuning.params import TuningError
 
@@ -91,11 +91,30 @@ def test_leave_one_corpus_out_scores_each_corpus_on_a_pick_it_never_saw(real_row
     units, calls, outcomes = real_rows
     rows = loco(ProgressGuard(**PARAMS), units, calls, outcomes, 0.01, delta=5)
     corpora = sorted(set(units["family"]))
-    assert [r["corpus"] for r in rows] == corpora + ["pooled"]
-    held = [r for r in rows if r["corpus"] != "pooled"]
+    assert [r["corpus"] for r in rows] == corpora + ["pooled", CONFIGURED_POOLED]
+    held = [r for r in rows if r["corpus"] in corpora]
     # the pooled row adds up the held-out folds
     total = sum(int(r["successes"].split("/")[1]) for r in held)
-    assert rows[-1]["successes"].endswith(f"/{total}")
+    assert rows[-2]["successes"].endswith(f"/{total}")
+    # and the last one the setting as configured, scored on the same held-out rows
+    guard = ProgressGuard(**PARAMS)
+    ev = [HaltEvaluator(guard, units[units.family == c], calls[calls.family == c], outcomes, 5) for c in corpora]
+    conf = pick(guard, units, calls, outcomes, 0.01, delta=5).configured
+    stopped = sum(e.evaluate(conf.value, conf.tools, conf.nudge_value, conf.nudge_tools).counts("succ_stopped", "succ")[0]
+                  for e in ev)
+    assert rows[-1]["successes"] == f"{stopped}/{total}"
+
+
+def test_the_held_out_verdict_says_adopt_only_what_holds_on_corpora_it_was_not_picked_on() -> None:
+    row = lambda corpus, stopped, saved, caught: {  # noqa: E731
+        "corpus": corpus, "successes_stopped": stopped, "successes": "x/53", "failed_calls_saved": saved,
+        "failed_calls": "y", "runaway_caught": caught, "runaway": "z", "note": ""}
+    conf = row(CONFIGURED_POOLED, 0.0, 0.137, 0.581)
+    assert held_out_verdict([row("pooled", 0.0, 0.137, 0.581), conf], 0.01).endswith("keep the configured setting.")
+    assert held_out_verdict([row("pooled", 0.0, 0.20, 0.60), conf], 0.01).endswith("adopt it.")
+    said = held_out_verdict([row("pooled", 0.03, 0.30, 0.70), conf], 0.01)
+    assert "the cap is not met held out" in said and "13.7%" in said and "30.0%" in said
+    assert held_out_verdict([conf], 0.01) == ""
 
 
 def test_cli_writes_a_toml_the_run_and_the_adapters_read(tmp_path) -> None:
@@ -149,7 +168,7 @@ def test_global_only_writes_no_per_tool_halt_and_the_oracle_bounds_the_cap(real_
 def test_a_fold_says_which_per_tool_halts_reach_the_held_out_corpus(real_rows) -> None:
     units, calls, outcomes = real_rows
     rows = loco(ProgressGuard(**PARAMS), units, calls, outcomes, 0.01, delta=5)
-    for r in rows[:-1]:
+    for r in rows[:-2]:  # the folds, not the two pooled rows
         applied, picked = (int(x) for x in r["overrides_applied"].split("/"))
         held_tools = set(calls.loc[calls["family"] == r["corpus"], "tool"].astype(str))
         assert picked == r["setting"].count(";") and applied <= picked
@@ -267,7 +286,7 @@ def test_real_injected_is_left_out_by_corpus_not_by_injection_kind(tmp_path) -> 
                "--suite", "real-injected", "--out", str(tmp_path / "inj.toml"), "--no-progress", "--json")
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout[r.stdout.index("{"):])["loco"]
-    assert [row["corpus"] for row in rows] == ["react_hotpotqa", "tau_bench_airline", "pooled"]
+    assert [row["corpus"] for row in rows] == ["react_hotpotqa", "tau_bench_airline", "pooled", CONFIGURED_POOLED]
 
 
 def test_a_held_out_corpus_is_scored_on_the_rows_of_the_guard_without_its_rules(real_rows) -> None:
@@ -300,8 +319,10 @@ def test_cli_holds_the_rules_out_unless_told_not_to(tmp_path) -> None:
             "--no-progress", "--json"]
     r = invoke(*args, "--out", str(tmp_path / "a.toml"))
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout[r.stdout.index("{"):])["loco"]
-    assert [x["held_out_as"] for x in rows] == ["without react_hotpotqa's rules", "without tau_bench_airline's rules", ""]
+    got = json.loads(r.stdout[r.stdout.index("{"):])
+    rows = got["loco"]
+    assert [x["held_out_as"] for x in rows] == ["without react_hotpotqa's rules", "without tau_bench_airline's rules", "", ""]
+    assert got["held_out_verdict"] == held_out_verdict(rows, 0.05) and got["held_out_verdict"].startswith("Held out, pooled")
     r = invoke(*args, "--out", str(tmp_path / "b.toml"), "--no-cv-rules")
     assert r.exit_code == 0, r.output
     assert {x["held_out_as"] for x in json.loads(r.stdout[r.stdout.index("{"):])["loco"]} == {"as shipped", ""}
