@@ -12,6 +12,11 @@ corpus (each injected episode by the corpus it was built from) scored by the gua
 rules and layers written from that corpus (``RULES_FROM``, ``LAYERS_FROM``), pooled over every
 episode — the leave-one-corpus-out figure of ``bench_loco.py``.
 
+A second table per suite gives each switch in a deployer's terms (``deploy.csv``: successful
+runs stopped and failed-run calls saved as configured, loops caught, nudges per 100 clean
+calls): a rule that moves no first alarm can still move which runs the guard stops after its
+nudges (``write_acts`` moves none of the first and one of the second on ``real-dev``).
+
 A layer whose removal moves one corpus only was, on this evidence, fitted to that corpus;
 one whose removal moves nothing on real traces earns its place only on the synthetic
 suites; one whose removal *raises* a score costs more than it catches there. The adoption
@@ -197,6 +202,47 @@ def table(run: Path, suite: str, layers: list[tuple[str, str]]) -> list[str]:
     return lines + [""]
 
 
+#: The deployment figures of ``deploy.csv`` the second table shows: (action, metric, heading).
+DEPLOY_SHOWN = (("configured", "successes_stopped", "successful runs stopped, as configured"),
+                ("configured", "failed_calls_saved", "failed-run calls saved, as configured"),
+                ("configured", "loops_caught", "loops caught, as configured"),
+                ("nudge", "nudges_per_100_clean", "nudges per 100 clean calls"))
+
+
+def deploy_table(run: Path, suite: str, layers: list[tuple[str, str]]) -> list[str]:
+    """What each switch does in a deployer's terms (``deploy.csv``, the whole suite): the guard
+    as configured — its nudges let a run go on, its stops end it — so a switch that moves no
+    first alarm, and no score above, can still move which runs the guard stops."""
+    with open(run / "deploy.csv", newline="", encoding="utf-8") as f:
+        d = {(r["detector"], r["action"], r["metric"]): r for r in csv.DictReader(f)}
+
+    def cell(det: str, action: str, metric: str) -> str:
+        r, base = d.get((det, action, metric)), d.get(("progress_guard", action, metric))
+        if r is None or r["value"] == "":
+            return "–"
+        value = float(r["value"])
+        shown = f"{value:.2f}" if metric.startswith("nudges") else (
+            f"{r['count']}/{r['of']}" if metric.endswith("stopped") or metric.startswith("loops") else f"{100 * value:.1f}%")
+        if det == "progress_guard" or base is None or base["value"] == "":
+            return shown
+        change = value - float(base["value"])
+        if abs(change) < 1e-12:
+            return "–"
+        if metric.startswith("nudges"):
+            return f"{shown} ({change:+.2f})"
+        if metric.endswith("stopped") or metric.startswith("loops"):
+            return f"{shown} ({int(float(r['count'])) - int(float(base['count'])):+d})"
+        return f"{shown} ({100 * change:+.1f} points)"
+
+    rows = ["progress_guard"] + [f"without_{name}" for _, name in layers] + ["exact"]
+    lines = [f"{suite}, in a deployer's terms (deploy.csv; – where nothing moved against the full guard):", "",
+             "| variant | " + " | ".join(h for _, _, h in DEPLOY_SHOWN) + " |", "|---" * (len(DEPLOY_SHOWN) + 1) + "|"]
+    for det in rows:
+        label = "the guard" if det == "progress_guard" else ("`exact`" if det == "exact" else f"− {det[len('without_'):]}")
+        lines.append(f"| {label} | " + " | ".join(cell(det, a, m) for a, m, _ in DEPLOY_SHOWN) + " |")
+    return lines + [""]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suites", default="real-dev,real-injected,default")
@@ -229,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         for suite in [s for s in args.suites.split(",") if s]:
             run = _run(suite, base / suite, off, corpus)
             out += table(run, suite, off)
+            out += deploy_table(run, suite, off)
             if suite == "real-injected":
                 out += source_table(run, suite, off)
         print("\n".join(out))

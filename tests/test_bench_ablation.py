@@ -21,7 +21,7 @@ def test_fan_out_off_brings_back_the_one_tau_false_alarm(tmp_path, capsys):
                        "--shipped-only", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     cells = [[c.strip() for c in line.strip("|").split("|")]
-             for line in out.split("### real-dev")[1].splitlines() if line.startswith("| ")]
+             for line in out.split("### real-dev")[1].split("in a deployer's terms")[0].splitlines() if line.startswith("| ")]
     tau = cells[0].index("tau_bench_airline")
     rows = {row[0]: row for row in cells}
     assert rows["the guard"][tau] == "99.0" == rows["`exact`"][tau]
@@ -39,13 +39,22 @@ def test_fan_out_off_brings_back_the_one_tau_false_alarm(tmp_path, capsys):
 def test_a_rule_switched_off_is_a_variant_beside_the_layers(tmp_path, capsys):
     # --rules gives one row per rule, named as the rule, from the same run as the layers'.
     bench = _bench()
-    assert bench.main(["--suites", "real-dev", "--layers", "", "--rules", "error_news,echo_mask", "--shipped-only",
-                       "--out", str(tmp_path)]) == 0
+    assert bench.main(["--suites", "real-dev", "--layers", "", "--rules", "error_news,echo_mask,write_acts",
+                       "--shipped-only", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    labels = [line.strip("|").split("|")[0].strip() for line in out.splitlines() if line.startswith("| ")]
-    assert labels == ["variant", "the guard", "− error_news", "− echo_mask", "`exact`",
+    scores, deploy = out.split("in a deployer's terms")
+    labels = [line.strip("|").split("|")[0].strip() for line in scores.splitlines() if line.startswith("| ")]
+    assert labels == ["variant", "the guard", "− error_news", "− echo_mask", "− write_acts", "`exact`",
                       "held out: each corpus without its own rules"]
     assert "without_echo_mask" in (tmp_path / "real-dev" / "metrics.csv").read_text()
+    # write_acts moves no first alarm (its score row says nothing moved) but one stop as configured:
+    # τ-bench task13_trial2, a successful run whose agent handed over to a human after three refused changes
+    score = {ln.strip("|").split("|")[0].strip(): ln.split("|")[2].strip() for ln in scores.splitlines() if ln.startswith("| ")}
+    assert score["− write_acts"] == score["the guard"]
+    rows = {ln.strip("|").split("|")[0].strip(): [c.strip() for c in ln.strip("|").split("|")[1:]]
+            for ln in deploy.splitlines() if ln.startswith("| ")}
+    assert rows["the guard"][0] == "0/53" and rows["− write_acts"][0] == "1/53 (+1)"
+    assert rows["− error_news"] == ["–", "–", "–", "–"]
 
 
 @pytest.mark.parametrize("argv, message", [
