@@ -183,8 +183,8 @@ def editor_focus(rng: random.Random, p: dict[str, Any]) -> Scenario:
     pasted = rng.random() < 0.6
     if pasted:
         # the slice's line numbers pasted into old_str: "did not appear verbatim"
-        pasted = f"{line}\n{at + 2:>6}\t{lines[at + 1]}"
-        b.add(ToolCall(EDITOR, {"command": "str_replace", "path": abs_path(path), "old_str": pasted, "new_str": new}),
+        misread = f"{line}\n{at + 2:>6}\t{lines[at + 1]}"
+        b.add(ToolCall(EDITOR, {"command": "str_replace", "path": abs_path(path), "old_str": misread, "new_str": new}),
               thought=f"Fixing line {at + 1}.")
         b.add(ToolCall(EDITOR, {"command": "view", "path": abs_path(path), "view_range": [at + 1, at + 2]}),
               thought="The replacement did not match; the exact text of those lines.")

@@ -206,6 +206,10 @@ class Grid:
     values: list[str]  # each cell as text
     default_index: int  # the cell the run used
     outcomes: list[list[Outcome]]
+    #: Per cell, its per-call verdicts (``sim.scoring.thresholds.CallScores``) for the held-out
+    #: deployment figures (:mod:`sim.report.cv_deploy`); None for a cell that is the run's own
+    #: (its ``calls.csv``).
+    calls: Sequence[Any]
     #: Corpus -> the cell it is scored with held out, in place of a choice on the other corpora
     #: (``--cv-rules``: the detector without the rules written from that corpus; such a cell holds
     #: that corpus's episodes only); in-sample is then the run's cell.
@@ -214,10 +218,6 @@ class Grid:
     #: corpus (``--cv-param`` with ``--cv-rules``): the held-out choice for the corpus is made,
     #: and scored, on these; as run and in-sample on ``outcomes`` (the detector as shipped).
     fold_outcomes: Mapping[str, list[list[Outcome]]] | None = None
-    #: Per cell, the re-simulated per-call verdicts (``sim.scoring.thresholds.CallScores``) for
-    #: the held-out deployment figures (:mod:`sim.report.cv_deploy`); None for a cell that is
-    #: the run's own (its ``calls.csv``).
-    calls: Sequence[Any] | None = None
     #: Corpus -> per cell, the per-call verdicts of :attr:`fold_outcomes`' variant (as ``calls``).
     fold_calls: Mapping[str, Sequence[Any]] | None = None
 

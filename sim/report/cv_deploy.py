@@ -32,8 +32,9 @@ import pandas as pd
 
 from sim.numbers import as_float
 from sim.report.crossval import POOLED, RULES_PARAM, CrossVal, Grid
-from sim.scoring.deploy import (FIELDS, HALTING, METRICS, DeployRows, metric_note, metrics_from_totals, recorded,
+from sim.scoring.deploy import (FIELDS, METRICS, DeployRows, metric_note, metrics_from_totals, recorded,
                                 run_outcomes)
+from sim.scoring.thresholds import HALTING_VERDICTS
 from sim.scoring.uncertainty import Bootstrap, percentile_interval
 
 CV_DEPLOY_COLUMNS = ["detector", "corpus", "action", "metric", "heldout_as", "dev", "dev_lo", "dev_hi", "dev_count",
@@ -55,7 +56,7 @@ class _Alarms:
     def __init__(self, calls: pd.DataFrame):
         self.calls = calls
         self.alarm = (calls["verdict"].astype(str) != "allow").to_numpy().copy()
-        self.halt = calls["verdict"].astype(str).isin(HALTING).to_numpy().copy()
+        self.halt = calls["verdict"].astype(str).isin(HALTING_VERDICTS).to_numpy().copy()
         self.family = calls["family"].astype(str).to_numpy()
         self.row = {(e, n): i for i, (e, n) in enumerate(zip(calls["episode"].astype(str), calls["node"].astype(str)))}
         self.configured_known = True
@@ -96,7 +97,7 @@ def _halts_with_alarms(calls: pd.DataFrame) -> bool | None:
     alarms = v[v != "allow"]
     if not len(alarms):
         return False
-    halting = alarms.isin(HALTING)
+    halting = alarms.isin(HALTING_VERDICTS)
     return True if halting.all() else (False if not halting.any() else None)
 
 
@@ -112,8 +113,6 @@ def heldout_alarms(det: str, calls: pd.DataFrame, cv: CrossVal, grids: Mapping[s
     grid = (grids or {}).get(det)
     if param is None:
         return al, "as run", ""
-    if grid is not None and grid.calls is None:
-        return al, "as run", f"{det}: its held-out deployment figures are as run: its grid kept no per-call verdicts"
     described = []
     if grid is not None:
         for corpus, cell in zip(cv.corpora, picks):
@@ -162,7 +161,7 @@ def heldout_deploy(data, cv: CrossVal, grids: Mapping[str, Grid] | None, build: 
         if note:
             notes.append(note)
         dr = DeployRows(units, calls, outcomes.by_episode, keys)
-        stored_halt = calls["verdict"].astype(str).isin(HALTING).to_numpy()
+        stored_halt = calls["verdict"].astype(str).isin(HALTING_VERDICTS).to_numpy()
         totals = {("dev", "halt"): dr.totals(), ("dev", "configured"): dr.alarm_totals(stored_halt, data.delta),
                   ("heldout", "halt"): dr.alarm_totals(al.alarm, data.delta),
                   ("heldout", "configured"): dr.alarm_totals(al.halt, data.delta)}

@@ -68,8 +68,6 @@ METRICS = (
     ("nudge", "nudges_per_100_clean", "clean_alarms", "clean_calls", 100.0),
 )
 
-#: Verdicts that end a run when the guard runs as configured (a nudge or a refused call lets it go on).
-HALTING = HALTING_VERDICTS
 #: The reference row of ``deploy.csv`` and ``deploy_curves.csv``: halts where the labels say a loop is.
 LABEL_ORACLE = "label_oracle"
 #: The metrics the halting actions (``halt``, ``configured``, the oracle) report.
@@ -313,7 +311,7 @@ def deploy_rows(episodes: pd.DataFrame, calls: pd.DataFrame, closed: pd.DataFram
         first = r.totals()  # every alarm: halts at the first, nudges at all
         add(det, "halt", first, halt)
         add(det, "nudge", first, nudge)
-        add(det, "configured", r.alarm_totals(dc["verdict"].astype(str).isin(HALTING).to_numpy(), delta), halt)
+        add(det, "configured", r.alarm_totals(dc["verdict"].astype(str).isin(HALTING_VERDICTS).to_numpy(), delta), halt)
     det0 = str(episodes["detector"].iloc[0])  # the labels are the same in every detector's rows
     dc = by_calls.get(det0, calls.iloc[:0])
     if "label_loop" in dc:

@@ -302,20 +302,17 @@ def held_out_verdict(rows: Sequence[Mapping[str, Any]], cap: float) -> str:
     def pct(v):
         return "–" if v is None else f"{100 * v:.1f}%"
 
-    stopped, saved, caught = (("successes_stopped", "successes"), ("failed_calls_saved", "failed_calls"),
-                              ("runaway_caught", "runaway"))
-    over = pick["successes_stopped"] is not None and pick["successes_stopped"] > cap + 1e-12
-    gain = (pick["failed_calls_saved"] or 0.0) - (conf["failed_calls_saved"] or 0.0)
-    if over:
+    if pick["successes_stopped"] is not None and pick["successes_stopped"] > cap + 1e-12:
         say = "the cap is not met held out: keep the configured setting, or pick with a lower cap"
-    elif gain > 0:
+    elif (pick["failed_calls_saved"] or 0.0) > (conf["failed_calls_saved"] or 0.0):
         say = "within the cap held out and it saves more: adopt it"
     else:
         say = "no saving over the configured setting held out: keep the configured setting"
-    return (f"Held out, pooled: the pick made on the other corpora stops {pct(pick[stopped[0]])} ({pick[stopped[1]]}) of "
-            f"the successful runs, saves {pct(pick[saved[0]])} of the failed runs' calls and catches "
-            f"{pct(pick[caught[0]])} of the runaway loops; as configured, {pct(conf[stopped[0]])} ({conf[stopped[1]]}), "
-            f"{pct(conf[saved[0]])} and {pct(conf[caught[0]])} — {say}.")
+    return (f"Held out, pooled: the pick made on the other corpora stops {pct(pick['successes_stopped'])} "
+            f"({pick['successes']}) of the successful runs, saves {pct(pick['failed_calls_saved'])} of the failed runs' "
+            f"calls and catches {pct(pick['runaway_caught'])} of the runaway loops; as configured, "
+            f"{pct(conf['successes_stopped'])} ({conf['successes']}), {pct(conf['failed_calls_saved'])} and "
+            f"{pct(conf['runaway_caught'])} — {say}.")
 
 
 def _row(s: Setting) -> dict[str, Any]:

@@ -83,8 +83,8 @@ def cv_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], grids: 
                 if [[r[n] for n in fres.params] for r in fres.rows] != [[r[n] for n in res.params] for r in res.rows]:
                     raise TuningError(f"--cv-param {det}: without {c}'s rules the grid has other cells")
                 folds[c], fold_calls[c] = fres.outcomes, cells_calls(fres)
-        out[det] = Grid(",".join(res.params), values, default, res.outcomes, fold_outcomes=folds,
-                        calls=calls, fold_calls=fold_calls)
+        out[det] = Grid(",".join(res.params), values, default, res.outcomes, calls, fold_outcomes=folds,
+                        fold_calls=fold_calls)
     return out
 
 
@@ -142,7 +142,7 @@ def unseen_grids(run_dir: str | Path, specs: Mapping[str, tuple[str, dict]], cor
             calls.append(cs)
             outcomes.append(outs)
         values = ["as shipped"] + [f"without {c}'s rules" for c, i in heldout.items() if i]
-        out[det] = Grid(RULES_PARAM, values, 0, outcomes, heldout_cells=heldout, calls=calls)
+        out[det] = Grid(RULES_PARAM, values, 0, outcomes, calls, heldout_cells=heldout)
     return out
 
 
