@@ -1,8 +1,11 @@
 """How often each guard fires on real coding-agent runs (OpenHands CodeActAgent: an editor
-tool ``str_replace_editor`` and a shell ``execute_bash``), and the context of every alarm.
+tool ``str_replace_editor`` and a shell ``execute_bash``; SWE-agent; Claude Code; any format
+``loopbench import`` reads), and the context of every alarm.
 
-The runs are read at run time from a folder of OpenHands evaluation ``output.jsonl`` files
-(``loopbench import --format openhands``; the data is third-party and is not shipped).
+The runs are read at run time from a folder in ``--format`` (OpenHands evaluation
+``output.jsonl`` files by default; the data is third-party and is not shipped). Where the
+format records no outcome, ``--reports`` reads SWE-bench's evaluation ``report.json`` files
+and grades each run by its instance's ``resolved``.
 Runs that made no tool call (ended at start-up) are counted and left out. Per detector:
 how many runs it fires on (first alarm: what halting at once would stop) and how many it
 stops as configured (its own stop / escalate verdicts: a guard that nudges first lets the run
@@ -14,24 +17,26 @@ and arguments, whether a write (declared tool effects, ``detectors.effects``) ca
 them, and whether their results are identical — a re-run after an edit, or a re-view of a
 file written since, is not a loop.
 
-Run: python bench/bench_coding_runs.py FOLDER [--detectors progress_guard,exact,...]
-     [--explain progress_guard] [--width 100]
+Run: python bench/bench_coding_runs.py FOLDER [--format swe-agent] [--reports EVAL_FOLDER]
+     [--detectors progress_guard,exact,...] [--explain progress_guard] [--width 100]
 """
 from __future__ import annotations
 
 import argparse
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from detectors import Verdict, make_detector
-from detectors.effects import effect_of
+from detectors.effects import Effects, effect_of
 from scenarios.importers import import_file
-from scenarios.outcome import run_outcome
+from scenarios.outcome import OUTCOME_KEY, run_outcome
 from scenarios.tree import Episode, ToolNode
 from sim.play.openloop import score_episode
 from sim.scoring.thresholds import HALTING_VERDICTS
 
+_EFFECTS = Effects()
 FIELD_GUARDS = ("openhands", "openhands_sdk", "cline", "roo_code", "gemini_cli", "goose", "crewai", "openclaw")
 DEFAULT = ("progress_guard", "exact", *FIELD_GUARDS)
 
@@ -51,20 +56,40 @@ def verdicts(detector_name: str, ep: Episode) -> tuple[tuple[int, str] | None, d
 
 
 def reruns_after_edit(calls: list[ToolNode]) -> list[int]:
-    """Calls that repeat an earlier shell call exactly with a successful editor write (the
-    editor's own declared effect, ``detectors.effects``) between the two: the re-run of a test
-    or reproduction after an edit, which the rubric counts as progress."""
+    """Calls that repeat an earlier shell call exactly with a successful editor write (a
+    write of a declared tool that is no shell, ``detectors.effects``) between the two: the
+    re-run of a test or reproduction after an edit, which the rubric counts as progress."""
     out = []
     for k, node in enumerate(calls):
-        if node.call.tool != "execute_bash":
+        if not _EFFECTS.is_shell(node.call.tool):
             continue
         ctx = alarm_context(calls, k)
         if ctx["prev_same"] is None:
             continue
-        if any(calls[j].call.tool == "str_replace_editor" and calls[j].observation is not None
+        if any(not _EFFECTS.is_shell(calls[j].call.tool) and calls[j].observation is not None
                and not calls[j].observation.error for j in ctx["writes_between"]):
             out.append(k)
     return out
+
+
+def swe_bench_outcomes(folder: str) -> dict[str, bool]:
+    """``instance_id -> resolved`` from the SWE-bench evaluation's ``report.json`` files under
+    ``folder`` (``{instance_id: {"resolved": bool, ...}}``, one per instance or merged)."""
+    found: dict[str, bool] = {}
+    for path in sorted(Path(folder).rglob("report.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            for iid, rep in data.items():
+                if isinstance(rep, dict) and isinstance(rep.get("resolved"), bool):
+                    found[iid] = rep["resolved"]
+    return found
+
+
+def instance_of(ep: Episode) -> str:
+    """The SWE-bench instance an imported run is: its id after the file stem (``openhands``)
+    or the id itself (one file per instance: ``swe-agent``, a mini-swe-agent
+    ``<instance>.traj.json``), without a ``#k`` duplicate mark."""
+    return ep.id.split(":", 1)[-1].split("#", 1)[0].removesuffix(".traj")
 
 
 def signature(node: ToolNode) -> str:
@@ -94,16 +119,29 @@ def short(node: ToolNode, width: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("folder", help="a folder of OpenHands output.jsonl files (or one file)")
+    ap.add_argument("folder", help="a folder of runs (or one file) in --format")
+    ap.add_argument("--format", default="openhands", dest="fmt",
+                    help="the runs' format, as `loopbench import` names it (openhands, swe-agent, claude-code, openai, ...)")
+    ap.add_argument("--reports", default=None,
+                    help="a folder of SWE-bench evaluation report.json files: each run's outcome is its instance's "
+                         "`resolved` (runs whose format records no outcome)")
     ap.add_argument("--detectors", default=",".join(DEFAULT))
     ap.add_argument("--explain", default="progress_guard", help="detectors whose alarms are listed ('' for none)")
     ap.add_argument("--width", type=int, default=110)
     args = ap.parse_args(argv)
 
-    episodes, problems = import_file("openhands", args.folder)
+    episodes, problems = import_file(args.fmt, args.folder)
     for p in problems:
         print(f"problem: {p}")
     runs = [ep for ep in episodes if ep.tool_nodes()]
+    if args.reports:
+        resolved = swe_bench_outcomes(args.reports)
+        graded = 0
+        for ep in runs:
+            if run_outcome(ep.meta) == "unknown" and instance_of(ep) in resolved:
+                ep.meta[OUTCOME_KEY] = "success" if resolved[instance_of(ep)] else "failure"
+                graded += 1
+        print(f"{len(resolved)} SWE-bench reports read; {graded} runs graded by them")
     outcomes = Counter(run_outcome(ep.meta) for ep in runs)
     models = Counter(ep.meta.get("model", "?") for ep in runs)
     print(f"{len(episodes)} runs read, {len(episodes) - len(runs)} without a tool call left out; "

@@ -61,3 +61,27 @@ def test_runs_stopped_as_configured_are_counted_apart_from_runs_fired(tmp_path, 
     out = capsys.readouterr().out
     assert "| `progress_guard` | 1 / 1 / 1 | 0 / 0 / 0 | 0 / 0 / 0 | 1 / 1 / 1 |" in out
     assert "| `exact` | 1 / 0 / 1 | 0 / 0 / 0 | 0 / 0 / 0 | 1 / 0 / 1 |" in out
+
+
+def test_other_formats_and_swe_bench_reports_grade_the_runs(tmp_path, capsys):
+    """SWE-agent trajectories (one per instance) graded by SWE-bench's report.json files."""
+    import json
+    import shutil
+
+    runs = tmp_path / "runs" / "model" / "i1"
+    runs.mkdir(parents=True)
+    fixtures = ROOT / "tests" / "fixtures" / "importers"
+    shutil.copy(ROOT / "examples" / "real" / "swe_agent_sample.traj", runs / "pydicom__pydicom-1458.traj")
+    shutil.copy(fixtures / "swe_agent_sample.traj", runs.parent / "sweagent__test-1.traj")
+    reports = tmp_path / "eval" / "pydicom__pydicom-1458"
+    reports.mkdir(parents=True)
+    (reports / "report.json").write_text(json.dumps({"pydicom__pydicom-1458": {"resolved": True}}))
+    assert _bench().main([str(tmp_path / "runs"), "--format", "swe-agent", "--reports", str(tmp_path / "eval"),
+                          "--detectors", "progress_guard,exact", "--explain", "exact"]) == 0
+    out = capsys.readouterr().out
+    assert "1 SWE-bench reports read; 1 runs graded by them" in out
+    assert "outcomes: success 1, unknown 1" in out
+    # exact refuses the identical refused edit of the graded run: a good run, had it halted there
+    assert "| `exact` | 1 / 0 / 2 | 1 / 0 / 1 | 0 / 0 / 0 | 0 / 0 / 1 |" in out
+    assert "pydicom__pydicom-1458 (success): call 4 of 6" in out
+    assert "identical to call 3; writes between: none; same result: True" in out

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 from scenarios.trace import write_trace
 from scenarios.tree import Episode, ToolNode
 
-from . import captain_agent, magentic_one, openai_chat, openhands, otel, react_log, tau_bench
+from . import captain_agent, claude_code, magentic_one, openai_chat, openhands, otel, react_log, swe_agent, tau_bench
 
 #: format name -> ``iter_episodes(path, problems=None)``
 FORMATS: dict[str, Callable[..., Iterator[Episode]]] = {
@@ -25,6 +25,8 @@ FORMATS: dict[str, Callable[..., Iterator[Episode]]] = {
     captain_agent.FORMAT: captain_agent.iter_episodes,
     otel.FORMAT: otel.iter_episodes,
     openhands.FORMAT: openhands.iter_episodes,
+    claude_code.FORMAT: claude_code.iter_episodes,
+    swe_agent.FORMAT: swe_agent.iter_episodes,
 }
 
 

@@ -52,8 +52,9 @@ class EpisodeBuilder:
     def _next_id(self) -> str:
         return f"n{len(self.ep.nodes)}"
 
-    def message(self, role: str, content: str) -> ThinkNode:
-        node = ThinkNode(self._next_id(), self._last, Message(role, content))
+    def message(self, role: str, content: str, parent: str | None | type[Ellipsis] = ...) -> ThinkNode:
+        """Append a message; ``parent`` as for :meth:`call`."""
+        node = ThinkNode(self._next_id(), self._last if parent is ... else parent, Message(role, content))
         self.ep.add(node)
         self._last = node.id
         return node
@@ -134,19 +135,26 @@ def parse_arguments(raw: Any, report: Report, where: str) -> dict[str, Any]:
     return {"_raw": orjson.dumps(raw, default=repr).decode()}
 
 
-def _natural_key(path: Path) -> list:
+def natural_key(path: Path) -> list:
     # 2.json before 10.json, as the corpora number their files.
     return [int(tok) if tok.isdigit() else tok for tok in re.split(r"(\d+)", path.name)]
 
 
-def source_files(path: str | Path, suffixes: tuple[str, ...]) -> list[Path]:
-    """The file itself, or a directory's files with one of ``suffixes`` in natural order."""
+def source_files(path: str | Path, suffixes: tuple[str, ...], recursive: bool = False,
+                 skip_dirs: tuple[str, ...] = ()) -> list[Path]:
+    """The file itself, or a directory's files with one of ``suffixes`` in natural order;
+    ``recursive`` also reads its sub-folders (but none named in ``skip_dirs``), folder by
+    folder, for formats that nest one run per folder."""
     path = Path(path)
     if not path.exists():
         raise TraceError(f"{path}: no such file or directory")
-    if path.is_dir():
-        return sorted((p for p in path.iterdir() if p.is_file() and p.name.endswith(suffixes)), key=_natural_key)
-    return [path]
+    if not path.is_dir():
+        return [path]
+    if not recursive:
+        return sorted((p for p in path.iterdir() if p.is_file() and p.name.endswith(suffixes)), key=natural_key)
+    found = [p for p in path.rglob("*") if p.is_file() and p.name.endswith(suffixes)
+             and not set(p.relative_to(path).parts[:-1]) & set(skip_dirs)]
+    return sorted(found, key=lambda p: [*map(str, p.relative_to(path).parts[:-1]), *natural_key(p)])
 
 
 def each_file(
@@ -154,11 +162,14 @@ def each_file(
     suffixes: tuple[str, ...],
     iter_file: Callable[[Path, Report, set[str]], Iterable[Episode]],
     problems: list[str] | None,
+    recursive: bool = False,
+    skip_dirs: tuple[str, ...] = (),
 ) -> Iterator[Episode]:
-    """Run ``iter_file`` over a file or a directory, keeping episode ids unique across files."""
+    """Run ``iter_file`` over a file or a directory (:func:`source_files`), keeping episode
+    ids unique across files."""
     report = reporter(problems)
     seen: set[str] = set()
-    for file in source_files(path, suffixes):
+    for file in source_files(path, suffixes, recursive, skip_dirs):
         try:
             yield from iter_file(file, report, seen)
         except OSError as exc:

@@ -17,7 +17,11 @@ Mapping:
   so a reused id is written as ``<id>~2``, ``<id>~3``...
 
 Episode ids are ``<file stem>:<k>`` with k the 0-based index of the line among the
-file's non-blank lines, so a malformed line never renumbers the others.
+file's non-blank lines, so a malformed line never renumbers the others. A ``.json`` file
+whose first line is no JSON value on its own holds one conversation, pretty-printed (a
+mini-swe-agent ``*.traj.json``: ``{"messages": [...], "info": ...}``): its id is the file
+name without ``.json``. A tool result that opens with ``<returncode>N</returncode>`` (how
+mini-swe-agent reports a command) is an error when N is not 0.
 
 A chat transcript does not say how the run ended: the outcome is ``unknown`` unless the
 line gives one as ``"outcome": "success" | "failure" | "unknown"`` beside ``messages``
@@ -25,16 +29,22 @@ line gives one as ``"outcome": "success" | "failure" | "unknown"`` beside ``mess
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from scenarios.outcome import OUTCOME_KEY, OUTCOMES, UNKNOWN
 from scenarios.tree import Episode, ToolNode
 
-from ._common import EpisodeBuilder, Report, as_text, each_file, json_records, parse_arguments, unique_id
+import orjson
+
+from scenarios.trace import loads_json
+
+from ._common import EpisodeBuilder, Report, as_text, each_file, json_records, load_json, parse_arguments, unique_id
 
 FORMAT = "openai"
 SUFFIXES = (".jsonl", ".json", ".ndjson")
+_RETURNCODE = re.compile(r"\s*<returncode>\s*(-?\d+)\s*</returncode>")
 
 
 def add_conversation(
@@ -99,20 +109,53 @@ def _take(open_calls: list[tuple[str | None, ToolNode]], cid: str | None, report
     return None
 
 
+def _returncode_error(content: str) -> bool:
+    """mini-swe-agent renders a command's result as ``<returncode>N</returncode>...``."""
+    m = _RETURNCODE.match(content)
+    return m is not None and m.group(1) != "0"
+
+
+def _one_document(path: Path) -> bool:
+    """A ``.json`` file holding one pretty-printed conversation (a mini-swe-agent
+    ``*.traj.json``), not one conversation per line: its first line is no JSON on its own."""
+    if not path.name.endswith(".json"):
+        return False
+    with path.open("rb") as fh:
+        first = fh.readline(1 << 20).strip()
+    try:
+        loads_json(first)
+    except orjson.JSONDecodeError:
+        return True
+    return False
+
+
+def _conversation(path: Path, report: Report, seen: set[str], wanted_id: str, where: str, rec: Any,
+                  **meta: Any) -> Episode | None:
+    messages = rec.get("messages") if isinstance(rec, dict) else rec
+    if not isinstance(messages, list):
+        report(f"{where}: expected {{\"messages\": [...]}} or a list of messages, skipped")
+        return None
+    outcome = rec.get(OUTCOME_KEY, UNKNOWN) if isinstance(rec, dict) else UNKNOWN
+    if outcome not in OUTCOMES:
+        report(f"{where}: 'outcome' must be one of {', '.join(OUTCOMES)}, got {str(outcome)[:40]!r}; read as unknown")
+        outcome = UNKNOWN
+    builder = EpisodeBuilder(unique_id(seen, wanted_id), FORMAT, path, **meta, **{OUTCOME_KEY: outcome})
+    add_conversation(builder, messages, report, where, _returncode_error)
+    return builder.ep
+
+
 def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
+    if _one_document(path):
+        rec = load_json(path, report)
+        if rec is not None:
+            ep = _conversation(path, report, seen, path.name.removesuffix(".json"), str(path), rec)
+            if ep is not None:
+                yield ep
+        return
     for k, lineno, rec in json_records(path, report):
-        where = f"{path}:{lineno}"
-        messages = rec.get("messages") if isinstance(rec, dict) else rec
-        if not isinstance(messages, list):
-            report(f"{where}: expected {{\"messages\": [...]}} or a list of messages, skipped")
-            continue
-        outcome = rec.get(OUTCOME_KEY, UNKNOWN) if isinstance(rec, dict) else UNKNOWN
-        if outcome not in OUTCOMES:
-            report(f"{where}: 'outcome' must be one of {', '.join(OUTCOMES)}, got {str(outcome)[:40]!r}; read as unknown")
-            outcome = UNKNOWN
-        builder = EpisodeBuilder(unique_id(seen, f"{path.stem}:{k}"), FORMAT, path, line=lineno, **{OUTCOME_KEY: outcome})
-        add_conversation(builder, messages, report, where)
-        yield builder.ep
+        ep = _conversation(path, report, seen, f"{path.stem}:{k}", f"{path}:{lineno}", rec, line=lineno)
+        if ep is not None:
+            yield ep
 
 
 def iter_episodes(path: str | Path, problems: list[str] | None = None) -> Iterator[Episode]:

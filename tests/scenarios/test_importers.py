@@ -29,6 +29,8 @@ FIXTURE_FILES = {
     "magentic-one": "magentic_one_sample.json",
     "captain-agent": "captain_agent_sample.json",
     "openhands": "openhands_sample.jsonl",
+    "claude-code": "claude_code_sample.jsonl",
+    "swe-agent": "swe_agent_sample.traj",
 }
 
 
