@@ -307,6 +307,7 @@ class DiskCache:
 
     def get(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
+        texts = [t for t in texts if _storable(t)]
         for i in range(0, len(texts), 500):  # SQLite caps the number of bound parameters
             chunk = list(texts[i : i + 500])
             marks = ",".join("?" * len(chunk))
@@ -320,7 +321,8 @@ class DiskCache:
         return found
 
     def put(self, texts: Sequence[str], vectors: np.ndarray) -> None:
-        rows = [(self.model, t, int(v.size), np.asarray(v, dtype=np.float32).tobytes()) for t, v in zip(texts, vectors)]
+        rows = [(self.model, t, int(v.size), np.asarray(v, dtype=np.float32).tobytes())
+                for t, v in zip(texts, vectors) if _storable(t)]
         with self._db:
             self._db.executemany("INSERT OR IGNORE INTO embeddings (model, text, dim, vec) VALUES (?, ?, ?, ?)", rows)
 
@@ -336,6 +338,18 @@ class DiskCache:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _storable(text: str) -> bool:
+    """SQLite keeps text as UTF-8: a lone surrogate (a broken escape in an untrusted trace) has
+    no UTF-8 form, so such a text is encoded every time instead of cached."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @contextlib.contextmanager

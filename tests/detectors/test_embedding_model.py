@@ -64,6 +64,17 @@ def test_disk_cache_round_trip_needs_no_model(tmp_path):
     assert len(DiskCache(tmp_path, "fake-bow")) == 3
 
 
+def test_a_text_without_a_utf8_form_is_encoded_but_not_cached_on_disk(tmp_path):
+    # a lone surrogate (a broken escape in an untrusted trace): SQLite stores UTF-8 only
+    emb = Embedder(encode=HashingEncoder(), model_name="m", cache_dir=tmp_path)
+    vecs = emb.embed(["bad \ud800 text", "good text", "caf\u00e9 menu"])
+    assert vecs.shape[0] == 3 and emb.model_calls == 3
+    assert len(DiskCache(tmp_path, "m")) == 2
+    reader = Embedder(encode=HashingEncoder(), model_name="m", cache_dir=tmp_path)
+    assert np.array_equal(reader.embed(["bad \ud800 text", "caf\u00e9 menu"]), vecs[[0, 2]])
+    assert (reader.model_calls, reader.disk_hits) == (1, 1)
+
+
 def test_a_torn_disk_row_is_re_encoded(tmp_path):
     cache = DiskCache(tmp_path, "m")
     cache._db.execute("INSERT INTO embeddings VALUES ('m', 'broken', 4096, ?)", (b"\x00" * 12,))
