@@ -21,7 +21,8 @@ file's non-blank lines, so a malformed line never renumbers the others. A ``.jso
 whose first line is no JSON value on its own holds one conversation, pretty-printed (a
 mini-swe-agent ``*.traj.json``: ``{"messages": [...], "info": ...}``): its id is the file
 name without ``.json``. A tool result that opens with ``<returncode>N</returncode>`` (how
-mini-swe-agent reports a command) is an error when N is not 0.
+mini-swe-agent reports a command) is an error when N is not 0, and so is one that opens with
+``<exception>`` (a command that could not finish: a time-out).
 
 A chat transcript does not say how the run ended: the outcome is ``unknown`` unless the
 line gives one as ``"outcome": "success" | "failure" | "unknown"`` beside ``messages``
@@ -110,7 +111,10 @@ def _take(open_calls: list[tuple[str | None, ToolNode]], cid: str | None, report
 
 
 def _returncode_error(content: str) -> bool:
-    """mini-swe-agent renders a command's result as ``<returncode>N</returncode>...``."""
+    """mini-swe-agent renders a command's result as ``<returncode>N</returncode>...``, after an
+    ``<exception>...</exception>`` when the command could not finish (a time-out)."""
+    if content.lstrip().startswith("<exception>"):
+        return True
     m = _RETURNCODE.match(content)
     return m is not None and m.group(1) != "0"
 

@@ -256,13 +256,17 @@ def test_a_pretty_printed_conversation_is_one_episode_and_returncodes_say_errors
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}]},
         {"role": "tool", "tool_call_id": "c2", "content": "<returncode>0</returncode>\n<output>\na.py\n</output>"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c3", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"pytest\"}"}}]},
+        {"role": "tool", "tool_call_id": "c3", "content": "<exception>Command 'pytest' timed out after 60 seconds</exception>"
+                                                          "\n<returncode>-1</returncode>\n<output>\n....\n</output>"},
     ]}
     path = tmp_path / "django__django-1.traj.json"
     path.write_text(json.dumps(traj, indent=2))
     (ep,), problems = import_file("openai", path)
     assert problems == [] and ep.id == "django__django-1.traj"
     assert [(n.call.tool, n.call.args, n.observation.error) for n in ep.tool_nodes()] == [
-        ("bash", {"command": "pytest -q"}, True), ("bash", {"command": "ls"}, False)]
+        ("bash", {"command": "pytest -q"}, True), ("bash", {"command": "ls"}, False), ("bash", {"command": "pytest"}, True)]
     # one conversation per line stays what it was
     lines = tmp_path / "chats.json"
     lines.write_text(json.dumps(traj) + "\n" + json.dumps(traj) + "\n")
