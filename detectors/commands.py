@@ -14,10 +14,12 @@ import re
 
 #: Argument names that hold a command or program text rather than prose. The editor tools'
 #: old and new text are code too (``str_replace_editor``'s ``old_str``, Claude Code's and Gemini
-#: CLI's ``old_string``, a patch): an ``old_str`` re-sent with its indentation fixed is a new
-#: call, not a cosmetic repeat or a rewording.
+#: CLI's ``old_string``, SWE-agent's window editor's ``replacement_text`` and ``replace``, a
+#: patch): an ``old_str`` re-sent with its indentation fixed is a new call, not a cosmetic
+#: repeat or a rewording.
 CODE_KEYS = frozenset(("code", "script", "command", "cmd", "commands", "source", "program", "shell", "bash", "python",
-                       "old_str", "new_str", "file_text", "old_string", "new_string", "patch", "diff"))
+                       "old_str", "new_str", "file_text", "old_string", "new_string", "replacement_text", "replace",
+                       "patch", "diff"))
 
 _SHELL_WRITES = (
     r"\bsed\s+(-\w+\s+)*-i",  # in-place edit

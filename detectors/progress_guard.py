@@ -97,6 +97,8 @@ RULES: dict[str, str] = {
     "error_news": "an error that says something new (another id, new text) breaks a same-error streak",
     "not_found_items": "a not-found answer is news only through the items it lists",
     "short_answer": "a short answer (three tokens or fewer) is news when the answer is new",
+    "line_news": "a line never shown before, in a file read or a command's output, is news even when each "
+                 "of its words was (code read again after an edit, a part of a file not yet shown)",
     "report_once": "a result already contained in the previous, longer one is one piece of news",
     "cross_check": "other code printing the very same output verifies a figure another way",
     "echo_mask": "values the call carried, echoed back in its result, are not news",
@@ -171,8 +173,11 @@ _DIGITS = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
 _ANY_DIGITS = re.compile(r"\d+")
 _NUMBER = re.compile(r"(?<![^\W\d_])\d+(?![^\W\d_])")  # digits not glued to letters
 # What HTTP and RPC clients report for a failure that may pass on its own ("timed out" and a
-# reset connection included).
-_TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]{0,2}out|temporar\w*|unavailable|retry|rate.?limit\w*|try again"
+# reset connection included). "Retry" or "try again" alone is no such report: an editor's "fix
+# your edit command and try again" asks for another call, not the same one later; "retry after",
+# "try again later", "retrying" say the same call may pass.
+_TRANSIENT = re.compile(r"\b(5\d\d|429|time[d -]{0,2}out|temporar\w*|unavailable|retrying"
+                        r"|(?:retry|try again)(?:[- ]after|\s+later|\s+shortly|\s+in\s+\d+\w*)|rate.?limit\w*"
                         r"|overloaded|connection (reset|refused|aborted)|econnreset|etimedout)\b", re.I)
 _MAX_OBS_CHARS = 100_000
 
@@ -575,6 +580,14 @@ class ProgressGuard(Detector):
                          frozenset(_echo_tokens(call.args)),
                          call.args, call.tool, normal_json)
 
+    def _line_results(self, call: ToolCall, p: _Prepared) -> bool:
+        """The call's result is lines of a file or of a program's output: it runs a command or
+        code, or it reads a file (its declared effect)."""
+        if p.code:
+            return True
+        effect = self._effects.of(call)
+        return effect is not None and not effect.writes and effect.what == "file"
+
     def _command_text(self, tool: str) -> bool:
         """The tool's calls are command or program text (a shell, a code runner)."""
         return self.mode(tool) == "command" or self._effects.is_shell(tool)
@@ -908,6 +921,16 @@ class ProgressGuard(Detector):
             if answer not in state.lines:
                 fresh.add(answer)
                 new_tokens = max(new_tokens, 1)
+        if ("line_news" not in rules and not (news.not_found and "not_found_items" not in rules)
+                and self._line_results(call, p) and news.lines):
+            # In a file or a program's output the line is the unit of meaning: a line never
+            # shown before is news even when each of its words was (code read again after an
+            # edit, a part of a file not yet shown). A line already shown (a narrower view of a
+            # file read whole) is not. Prose (a page, an agent's reply) is judged by its words.
+            fresh_lines = state.lines.missing(news.lines)
+            if fresh_lines:
+                fresh |= fresh_lines
+                new_tokens += len(fresh_lines)
         lines = state.lines.with_all(fresh)
         info_before: KeyInfo | None = state.keys.get(p.key)
         # Re-reading or re-testing after a change is how the agent learns the change's effect.

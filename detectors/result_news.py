@@ -70,6 +70,13 @@ _SPACE = re.compile(r"\s+")
 
 #: Marks a listed item among the tokens a path has seen.
 ITEM_TAG = "\x01item"
+#: Marks a line of text among the tokens a path has seen.
+LINE_TAG = "\x01line"
+# What a line of a file or a search hit carries before its text: a line-number gutter
+# (``nl``/``cat -n`` and an editor's view "  12<tab>", Claude Code's ``Read`` "  12→", a
+# SWE-agent 0.x window "12:") or a grep hit's "path:12:".
+_GUTTER_START = frozenset(" \t0123456789")
+_GUTTER = re.compile(r"^\s*(?:[^\s:]+:)?\d+(?:\t|→|:)")
 
 _MEMO_ENTRIES = 2048  # distinct masked texts remembered (FIFO)
 _MEMO_MAX_CHARS = 4096  # longer texts are analysed afresh each time, not kept
@@ -182,7 +189,7 @@ class ResultText:
     nothing was found; ``fingerprint``: a hash of the masked text.
     """
 
-    __slots__ = ("masked", "fingerprint", "tokens", "words", "numbers", "items", "not_found")
+    __slots__ = ("masked", "fingerprint", "tokens", "words", "numbers", "items", "not_found", "_lines")
 
     def __init__(self, masked: str):
         self.masked = masked
@@ -194,6 +201,22 @@ class ResultText:
         self.items = frozenset((ITEM_TAG, norm_text(body)) for _, body in _ITEM_FAST.findall(masked)) \
             if ("[" in masked or ", " in masked) else frozenset()
         self.not_found = bool(NOT_FOUND.match(masked[:200]))
+        self._lines: frozenset | None = None
+
+    @property
+    def lines(self) -> frozenset:
+        """Its lines of two words or more, as ``(LINE_TAG, text)`` keys: the line without a
+        line-number gutter, case-folded, whitespace collapsed (made when first asked for)."""
+        if self._lines is None:
+            keys = set()
+            for line in self.masked.lower().split("\n"):
+                if line[:1] in _GUTTER_START or ":" in line[:120]:
+                    line = _GUTTER.sub("", line, count=1)
+                parts = line.split()
+                if len(parts) >= 2:
+                    keys.add((LINE_TAG, " ".join(parts)))
+            self._lines = frozenset(keys)
+        return self._lines
 
 
 _memo: OrderedDict[str, ResultText] = OrderedDict()  # by masked text

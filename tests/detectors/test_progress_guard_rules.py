@@ -345,6 +345,22 @@ def test_a_retry_after_a_transient_error_passes_for_any_tool_and_not_forever():
     assert g3.check("get_order", {"id": 7}).verdict is Verdict.ALLOW
 
 
+def test_an_error_that_asks_for_a_corrected_call_is_not_transient():
+    """SWE-agent's editor refuses an edit that breaks the syntax with "fix your edit command and
+    try again": the same edit again is a repeat, not a retry of a call that may pass later."""
+    refused = ("Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry "
+               "your edit command.\nERRORS:\n- E999 SyntaxError: unmatched ')'\nYour changes have NOT been "
+               "applied. Please fix your edit command and try again.")
+    g = _guard()
+    g.record("edit", {"command": "287:295\n    ]\n    )"}, refused, error=True)
+    assert g.check("edit", {"command": "287:295\n    ]\n    )"}).verdict is Verdict.NUDGE
+    for later in ("Rate limit reached. Please try again in 20s.", "Busy: retry after 3 seconds",
+                  "Server overloaded, try again later"):
+        g = _guard()
+        g.record("search", {"q": "x"}, later, error=True)
+        assert g.check("search", {"q": "x"}).verdict is Verdict.ALLOW, later
+
+
 def test_a_value_in_quotes_is_the_same_value():
     g = _guard()
     g.record("search_direct_flight", {"origin": "JFK", "destination": "LAX", "date": "2024-05-20"}, "[]")

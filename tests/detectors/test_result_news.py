@@ -143,3 +143,20 @@ def test_the_guard_decides_the_same_with_its_memos_cold_or_warm():
     first = replay(warm)
     assert replay(warm) == first == replay(ProgressGuard(semantic=False))
     assert any(v.value != "allow" for v, _, _ in first)
+
+
+def test_lines_are_keyed_without_their_line_number_gutter():
+    from detectors.result_news import LINE_TAG, read_result
+
+    def keys(text):
+        return {k[1] for k in read_result(text).lines if k[0] == LINE_TAG}
+
+    line = "    if data: body = encode(data)"
+    expected = {"if data: body = encode(data)"}
+    # nl -ba, an editor's view, Claude Code's Read, grep -n, a SWE-agent 0.x window: one line
+    for shown in (f"    12\t{line}", f"    12→{line}", f"12:{line}", f"src/models.py:12:{line}", f"12:{line}"):
+        assert keys(shown) == expected, shown
+    assert keys("x\n}\n  )\n") == set()  # lines of fewer than two words are no news of their own
+    assert keys("Return The Value") == {"return the value"}  # case-folded
+    assert keys("a  b\tc") == {"a b c"}  # whitespace collapsed
+    assert keys("2024 total 7 files") == {"2024 total 7 files"}  # a number that is no gutter stays

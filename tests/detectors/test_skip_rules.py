@@ -162,6 +162,22 @@ def known_reread(g: LoopGuard) -> Verdict:
     return g.check("str_replace_editor", {"command": "view", "path": "/repo/src/match.c", "view_range": [2, 3]}).verdict
 
 
+def line_news(g: LoopGuard) -> Verdict:
+    """Views after a patch that failed half-way (the shell line wrote, then its check failed):
+    the second view shows the patched line, every word of which was seen before."""
+    source = ["def prepare_body(self, data):", "    if data:", "        body = encode(data)",
+              "    self.body = body"]
+    g.record("bash", {"command": "nl -ba models.py | sed -n '1,4p'"},
+             "\n".join(f"{k:6d}\t{line}" for k, line in enumerate(source, 1)))
+    g.record("bash", {"command": "grep -n body models.py"}, "3:        body = encode(data)")  # seen
+    g.record("bash", {"command": "nl -ba models.py | sed -n '2,3p'"},
+             "\n".join(f"{k:6d}\t{line}" for k, line in enumerate(source[1:3], 2)))  # seen
+    patched = "    if data: body = encode(self.body)"  # known words, a new line
+    g.record("bash", {"command": "nl -ba models.py | sed -n '2,2p'"}, f"     2\t{patched}")
+    # the test after reading the patched code: without the line, a fourth result that added nothing
+    return g.check("bash", {"command": "python -m pytest -q tests/test_models.py"}).verdict
+
+
 #: rule -> (its case, the verdict with every rule on)
 CASES = {
     "transient_retry": (transient_retry, ALLOW), "unanswered_retry": (unanswered_retry, ALLOW),
@@ -171,6 +187,7 @@ CASES = {
     "short_answer": (short_answer, ALLOW), "report_once": (report_once, ALLOW), "cross_check": (cross_check, ALLOW),
     "echo_mask": (echo_mask, NUDGE), "paging_poll": (paging_poll, ALLOW), "fan_out": (fan_out, ALLOW),
     "write_resets": (write_resets, ALLOW), "write_acts": (write_acts, ALLOW), "known_reread": (known_reread, ALLOW),
+    "line_news": (line_news, ALLOW),
 }
 
 
