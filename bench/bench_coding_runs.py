@@ -10,7 +10,10 @@ Runs that made no tool call (ended at start-up) are counted and left out. Per de
 how many runs it fires on (first alarm: what halting at once would stop) and how many it
 stops as configured (its own stop / escalate verdicts: a guard that nudges first lets the run
 go on), split by how the run ended where the file records it (resolved / not resolved /
-unknown) — the resolved column is the good runs a deployment would lose. Then, for each detector in --explain,
+unknown) — the resolved column is the good runs a deployment would lose. On graded runs a second
+table gives each detector in a deployer's terms: resolved runs stopped (halting at the first
+alarm, and as configured), the failed runs' calls saved both ways, and alarms per 100 calls of
+the resolved runs (what its nudges cost). Then, for each detector in --explain,
 every first alarm with what a reviewer needs to judge it by the labelling rubric
 (shared/corpora/real-labels/README.md): the call, the last earlier call with the same tool
 and arguments, whether a write (declared tool effects, ``detectors.effects``) came between
@@ -117,6 +120,42 @@ def short(node: ToolNode, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def deploy_line_legend() -> str:
+    return ("a run is stopped where the detector's first alarm is (halting) or its first stop or escalate "
+            "verdict (as configured); the failed runs' calls from there on are the calls saved; alarms per 100 "
+            "calls count every non-allow verdict on the resolved runs, the run going on (a nudge's cost).")
+
+
+def deploy_figures(graded: list[Episode], scored: dict[str, tuple]) -> dict[str, Any]:
+    """Successful runs stopped, failed-run calls saved (halting at the first alarm and as
+    configured) and alarms per 100 calls of successful runs, from each run's verdicts (``scored``:
+    episode id -> :func:`verdicts`), as ``deploy.csv`` counts them for a run folder: a run stops at
+    its stopping call, which is not made, nor any after it."""
+    out = {"succ": 0, "stopped_halt": 0, "stopped_conf": 0, "fail_calls": 0, "saved_halt": 0, "saved_conf": 0}
+    succ_calls = succ_alarms = 0
+    for ep in graded:
+        n = len(ep.tool_nodes())
+        alarm, by_call = scored[ep.id]
+        halt = alarm[0] if alarm is not None else None
+        conf = min((k for k, v in by_call.items() if v.value in HALTING_VERDICTS), default=None)
+        if run_outcome(ep.meta) == "success":
+            out["succ"] += 1
+            out["stopped_halt"] += halt is not None
+            out["stopped_conf"] += conf is not None
+            succ_calls += n
+            succ_alarms += sum(v is not Verdict.ALLOW for v in by_call.values())
+        else:
+            out["fail_calls"] += n
+            out["saved_halt"] += n - halt if halt is not None else 0
+            out["saved_conf"] += n - conf if conf is not None else 0
+    out["alarms_per_100"] = 100.0 * succ_alarms / succ_calls if succ_calls else float("nan")
+    return out
+
+
+def pct(num: int, den: int) -> str:
+    return f"{100.0 * num / den:.1f} % ({num}/{den})" if den else "–"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", help="a folder of runs (or one file) in --format")
@@ -166,6 +205,20 @@ def main(argv: list[str] | None = None) -> int:
             stopped = sum(any(v.value in HALTING_VERDICTS for v in scoring[d][ep.id][1].values()) for ep in eps)
             cells.append(f"{fired} / {stopped} / {len(eps)}")
         print(f"| `{d}` | " + " | ".join(cells) + " |")
+
+    graded = [ep for ep in runs if run_outcome(ep.meta) in ("success", "failure")]
+    if graded:
+        print()
+        print("In a deployer's terms, on the graded runs: " + deploy_line_legend())
+        print()
+        print("| detector | resolved runs stopped, halting | as configured | failed-run calls saved, halting "
+              "| as configured | alarms per 100 calls of resolved runs |")
+        print("|---|---|---|---|---|---|")
+        for d in names:
+            f = deploy_figures(graded, scoring[d])
+            print(f"| `{d}` | {f['stopped_halt']} / {f['succ']} | {f['stopped_conf']} / {f['succ']} "
+                  f"| {pct(f['saved_halt'], f['fail_calls'])} | {pct(f['saved_conf'], f['fail_calls'])} "
+                  f"| {f['alarms_per_100']:.1f} |")
 
     for d in [x for x in args.explain.split(",") if x]:
         if d not in scoring:

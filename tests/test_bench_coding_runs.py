@@ -64,7 +64,8 @@ def test_runs_stopped_as_configured_are_counted_apart_from_runs_fired(tmp_path, 
 
 
 def test_other_formats_and_swe_bench_reports_grade_the_runs(tmp_path, capsys):
-    """SWE-agent trajectories (one per instance) graded by SWE-bench's report.json files."""
+    """SWE-agent trajectories (one per instance) graded by SWE-bench's report.json files: the
+    0.x run (an edit refused three times, twice identically) failed, the 1.x run resolved."""
     import json
     import shutil
 
@@ -73,15 +74,35 @@ def test_other_formats_and_swe_bench_reports_grade_the_runs(tmp_path, capsys):
     fixtures = ROOT / "tests" / "fixtures" / "importers"
     shutil.copy(ROOT / "examples" / "real" / "swe_agent_sample.traj", runs / "pydicom__pydicom-1458.traj")
     shutil.copy(fixtures / "swe_agent_sample.traj", runs.parent / "sweagent__test-1.traj")
-    reports = tmp_path / "eval" / "pydicom__pydicom-1458"
-    reports.mkdir(parents=True)
-    (reports / "report.json").write_text(json.dumps({"pydicom__pydicom-1458": {"resolved": True}}))
+    for iid, resolved in (("pydicom__pydicom-1458", False), ("sweagent__test-1", True)):
+        (tmp_path / "eval" / iid).mkdir(parents=True)
+        (tmp_path / "eval" / iid / "report.json").write_text(json.dumps({iid: {"resolved": resolved}}))
     assert _bench().main([str(tmp_path / "runs"), "--format", "swe-agent", "--reports", str(tmp_path / "eval"),
                           "--detectors", "progress_guard,exact", "--explain", "exact"]) == 0
     out = capsys.readouterr().out
-    assert "1 SWE-bench reports read; 1 runs graded by them" in out
-    assert "outcomes: success 1, unknown 1" in out
-    # exact refuses the identical refused edit of the graded run: a good run, had it halted there
-    assert "| `exact` | 1 / 0 / 2 | 1 / 0 / 1 | 0 / 0 / 0 | 0 / 0 / 1 |" in out
-    assert "pydicom__pydicom-1458 (success): call 4 of 6" in out
+    assert "2 SWE-bench reports read; 2 runs graded by them" in out
+    assert "outcomes: failure 1, success 1" in out
+    assert "| `exact` | 1 / 0 / 2 | 0 / 0 / 1 | 1 / 0 / 1 | 0 / 0 / 0 |" in out
+    assert "pydicom__pydicom-1458 (failure): call 4 of 6" in out
     assert "identical to call 3; writes between: none; same result: True" in out
+    # the deployer's table: the guard nudges at the identical refused edit (call 4) and stops at
+    # the next (5): halting saves calls 4-5 of the failed run's 6, as configured call 5
+    assert "| `progress_guard` | 0 / 1 | 0 / 1 | 33.3 % (2/6) | 16.7 % (1/6) | 0.0 |" in out
+    assert "| `exact` | 0 / 1 | 0 / 1 | 33.3 % (2/6) | 0.0 % (0/6) | 0.0 |" in out  # exact refuses, never stops
+
+
+def test_deploy_figures_count_stops_savings_and_nudges():
+    bench = _bench()
+    from detectors.protocol import Verdict
+    from scenarios.tree import linear_episode
+
+    ok = linear_episode("ok", [("bash", {"command": f"c{i}"}) for i in range(4)])
+    ok.meta["outcome"] = "success"
+    bad = linear_episode("bad", [("bash", {"command": f"c{i}"}) for i in range(10)])
+    bad.meta["outcome"] = "failure"
+    A, N, S = Verdict.ALLOW, Verdict.NUDGE, Verdict.STOP
+    scored = {"ok": ((2, "x"), {0: A, 1: A, 2: N, 3: A}),
+              "bad": ((3, "y"), {**{k: A for k in range(10)}, 3: N, 6: S, 7: S})}
+    f = bench.deploy_figures([ok, bad], scored)
+    assert f == {"succ": 1, "stopped_halt": 1, "stopped_conf": 0, "fail_calls": 10, "saved_halt": 7,
+                 "saved_conf": 4, "alarms_per_100": 25.0}
