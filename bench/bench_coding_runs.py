@@ -28,13 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from detectors import Verdict, make_detector
 from detectors.effects import Effects, effect_of
 from scenarios.importers import import_file
-from scenarios.outcome import OUTCOME_KEY, run_outcome
+from scenarios.importers.graded import grade, read_reports
+from scenarios.outcome import run_outcome
 from scenarios.tree import Episode, ToolNode
 from sim.play.openloop import score_episode
 from sim.scoring.thresholds import HALTING_VERDICTS
@@ -73,26 +73,6 @@ def reruns_after_edit(calls: list[ToolNode]) -> list[int]:
                and not calls[j].observation.error for j in ctx["writes_between"]):
             out.append(k)
     return out
-
-
-def swe_bench_outcomes(folder: str) -> dict[str, bool]:
-    """``instance_id -> resolved`` from the SWE-bench evaluation's ``report.json`` files under
-    ``folder`` (``{instance_id: {"resolved": bool, ...}}``, one per instance or merged)."""
-    found: dict[str, bool] = {}
-    for path in sorted(Path(folder).rglob("report.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict):
-            for iid, rep in data.items():
-                if isinstance(rep, dict) and isinstance(rep.get("resolved"), bool):
-                    found[iid] = rep["resolved"]
-    return found
-
-
-def instance_of(ep: Episode) -> str:
-    """The SWE-bench instance an imported run is: its id after the file stem (``openhands``)
-    or the id itself (one file per instance: ``swe-agent``, a mini-swe-agent
-    ``<instance>.traj.json``), without a ``#k`` duplicate mark."""
-    return ep.id.split(":", 1)[-1].split("#", 1)[0].removesuffix(".traj")
 
 
 def signature(node: ToolNode) -> str:
@@ -174,13 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"problem: {p}")
     runs = [ep for ep in episodes if ep.tool_nodes()]
     if args.reports:
-        resolved = swe_bench_outcomes(args.reports)
-        graded = 0
-        for ep in runs:
-            if run_outcome(ep.meta) == "unknown" and instance_of(ep) in resolved:
-                ep.meta[OUTCOME_KEY] = "success" if resolved[instance_of(ep)] else "failure"
-                graded += 1
-        print(f"{len(resolved)} SWE-bench reports read; {graded} runs graded by them")
+        resolved = read_reports(args.reports)
+        print(f"{len(resolved)} SWE-bench reports read; {grade(runs, resolved)} runs graded by them")
     outcomes = Counter(run_outcome(ep.meta) for ep in runs)
     models = Counter(ep.meta.get("model", "?") for ep in runs)
     print(f"{len(episodes)} runs read, {len(episodes) - len(runs)} without a tool call left out; "

@@ -49,11 +49,18 @@ def import_file(fmt: str, path: str | os.PathLike) -> tuple[list[Episode], list[
 
 
 def convert(fmt: str, path: str | os.PathLike, out_path: str | os.PathLike,
-            notes: list[str] | None = None) -> tuple[int, list[str]]:
+            notes: list[str] | None = None, resolved: dict[str, bool] | None = None) -> tuple[int, list[str]]:
     """Import ``path`` and write it as a loopbench trace; returns (episodes written, problems).
     ``notes`` (when given) receives what the source did not record (not a problem: the calls
-    are imported all the same)."""
+    are imported all the same). ``resolved`` (an evaluation's ``instance -> resolved``,
+    ``graded.read_reports``) grades the runs whose format records no outcome."""
     episodes, problems = import_file(fmt, path)
+    if resolved is not None:
+        from .graded import grade
+
+        n = grade(episodes, resolved)
+        if notes is not None:
+            notes.append(f"note: {n} of {len(episodes)} runs graded by {len(resolved)} evaluation reports")
     write_trace(out_path, episodes)
     if notes is not None:
         notes.extend(missing_content(episodes))

@@ -14,7 +14,10 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, main, report_problems)
 @click.option("--format", "fmt", required=True, help="Source format: otel, openai, tau-bench, react-log, magentic-one, captain-agent, openhands, "
                    "claude-code, swe-agent.")
 @click.option("-o", "--out", "out_path", required=True, help="Output trace file (JSON Lines; the trace format of docs/traces.md).")
-def import_cmd(file, fmt, out_path) -> None:
+@click.option("--outcomes", "outcomes_path", default=None,
+              help="SWE-bench evaluation report.json files (one, or a folder searched for them): each run whose "
+                   "format records no outcome takes its instance's `resolved`.")
+def import_cmd(file, fmt, out_path, outcomes_path) -> None:
     """Convert a real agent-trace file (or folder) into the loopbench trace format."""
     from scenarios.importers import FORMATS, convert
 
@@ -25,8 +28,16 @@ def import_cmd(file, fmt, out_path) -> None:
     if not Path(file).exists():
         raise LoopbenchError(f"{file}: no such file or directory")
     notes: list[str] = []
+    resolved = None
+    if outcomes_path is not None:
+        from scenarios.importers.graded import ReportError, read_reports
+
+        try:
+            resolved = read_reports(outcomes_path)
+        except (ReportError, TraceError, OSError) as exc:
+            raise LoopbenchError(str(exc).splitlines()[0]) from None
     try:
-        n, problems = convert(fmt, file, out_path, notes)
+        n, problems = convert(fmt, file, out_path, notes, resolved)
     except (TraceError, OSError, ValueError) as exc:
         raise LoopbenchError(str(exc).splitlines()[0]) from None
     report_problems(problems)

@@ -23,11 +23,14 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, check_timeout_value, defa
 @click.option("--labels", "labels_path", default=None,
               help="A labels file (from `loopbench label --review`'s export): its labels are applied to the traces "
                    "they match by call-list hash, which makes them scoreable.")
+@click.option("--outcomes", "outcomes_path", default=None,
+              help="SWE-bench evaluation report.json files (one, or a folder searched for them): each run whose "
+                   "format records no outcome takes its instance's `resolved` (docs/traces.md).")
 @click.option("--force", is_flag=True, help="Empty --out first when it holds an earlier run (without it, a non-empty --out is refused).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary on stdout.")
-def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check_timeout, labels_path, force, no_progress,
-               as_json) -> None:
+def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check_timeout, labels_path, outcomes_path,
+               force, no_progress, as_json) -> None:
     """Run detectors over recorded traces and report where each would have fired."""
     from sim.config.runfolder import RunFolderError, prepare_folder
     from sim.execute.replay import load_traces, replay
@@ -58,6 +61,8 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check
         raise LoopbenchError(f"no usable episodes in {', '.join(files)} ({len(problems)} records skipped)")
     if labels_path is not None:
         problems += apply_labels(episodes, labels_path)
+    if outcomes_path is not None:
+        apply_outcomes(episodes, outcomes_path)
     folder = out_dir(out, "replay")
     if folder.exists() and any(folder.resolve() in p.resolve().parents for p in paths):
         raise LoopbenchError(f"--out {folder} holds the traces to replay; write the replay to another folder")
@@ -80,6 +85,20 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check
         click.echo(f"Run folder: {summary['out']}")
     if problems:
         sys.exit(EXIT_SKIPPED)
+
+
+def apply_outcomes(episodes, outcomes_path: str) -> None:
+    """Grade the runs by an evaluation's reports (``scenarios.importers.graded``); says how many."""
+    from scenarios.importers.graded import ReportError, grade, read_reports
+    from scenarios.trace import TraceError
+
+    try:
+        resolved = read_reports(outcomes_path)
+    except (ReportError, TraceError, OSError) as exc:
+        raise LoopbenchError(str(exc).splitlines()[0]) from None
+    graded = grade(episodes, resolved)
+    click.echo(f"loopbench: {graded} of {len(episodes)} runs graded by {len(resolved)} reports in {outcomes_path}",
+               err=True)
 
 
 def apply_labels(episodes, labels_path: str) -> list[str]:

@@ -1,0 +1,96 @@
+"""Runs graded by SWE-bench's evaluation reports: `import --outcomes`, `replay --outcomes`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from scenarios.importers import import_file
+from scenarios.importers.graded import ReportError, grade, instance_of, read_reports
+from scenarios.trace import TraceError, read_trace
+from sim.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SWE_0X = ROOT / "examples" / "real" / "swe_agent_sample.traj"  # pydicom: an edit refused twice alike
+SWE_1X = ROOT / "tests" / "fixtures" / "importers" / "swe_agent_sample.traj"
+
+
+def _runs(tmp_path: Path) -> Path:
+    runs = tmp_path / "runs" / "a"
+    runs.mkdir(parents=True)
+    (runs / "pydicom__pydicom-1458.traj").write_bytes(SWE_0X.read_bytes())
+    (runs / "sweagent__test-1.traj").write_bytes(SWE_1X.read_bytes())
+    return tmp_path / "runs"
+
+
+def _reports(tmp_path: Path, **resolved: bool) -> Path:
+    for iid, ok in resolved.items():
+        (tmp_path / "eval" / iid).mkdir(parents=True)
+        (tmp_path / "eval" / iid / "report.json").write_text(json.dumps({iid: {"resolved": ok, "tests_status": {}}}))
+    return tmp_path / "eval"
+
+
+def test_reports_grade_the_runs_of_their_instances(tmp_path):
+    resolved = read_reports(_reports(tmp_path, **{"pydicom__pydicom-1458": False, "sweagent__test-1": True}))
+    assert resolved == {"pydicom__pydicom-1458": False, "sweagent__test-1": True}
+    episodes, _ = import_file("swe-agent", _runs(tmp_path))
+    assert [instance_of(ep) for ep in episodes] == ["pydicom__pydicom-1458", "sweagent__test-1"]
+    assert grade(episodes, resolved) == 2
+    assert [ep.meta["outcome"] for ep in episodes] == ["failure", "success"]
+    assert grade(episodes, {"pydicom__pydicom-1458": True}) == 0  # a recorded outcome is kept
+    # ids of the other formats: <stem>:<instance> (openhands), <instance>.traj (mini-swe-agent), #k duplicates
+    from scenarios.tree import Episode
+    assert [instance_of(Episode(i)) for i in ("out:django__django-1", "django__django-1.traj", "x__y-2#2")] == [
+        "django__django-1", "django__django-1", "x__y-2"]
+
+
+def test_bad_reports_are_one_line_naming_the_file(tmp_path):
+    with pytest.raises(TraceError, match="no such file"):
+        read_reports(tmp_path / "missing")
+    (tmp_path / "report.json").write_text("{")
+    with pytest.raises(ReportError, match=r"report.json: not valid JSON"):
+        read_reports(tmp_path)
+    (tmp_path / "report.json").write_text("[1, 2]")
+    with pytest.raises(ReportError, match=r"report.json: expected an object"):
+        read_reports(tmp_path / "report.json")
+
+
+def test_import_and_replay_take_the_outcomes_and_the_report_reads_them(tmp_path):
+    runs = _runs(tmp_path)
+    evals = _reports(tmp_path, **{"pydicom__pydicom-1458": False, "sweagent__test-1": True})
+    out = tmp_path / "graded.jsonl"
+    r = CliRunner().invoke(main, ["import", "--format", "swe-agent", str(runs), "-o", str(out), "--outcomes", str(evals)])
+    assert r.exit_code == 0, r.output
+    assert "2 of 2 runs graded by 2 evaluation reports" in r.output
+    assert [ep.meta["outcome"] for ep in read_trace(out).episodes] == ["failure", "success"]
+
+    folder = tmp_path / "replay"
+    r = CliRunner().invoke(main, ["replay", "--format", "swe-agent", str(runs), "--outcomes", str(evals),
+                                  "--detectors", "exact,progress_guard", "--out", str(folder), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "2 of 2 runs graded by 2 reports" in r.output
+    r = CliRunner().invoke(main, ["report", str(folder), "--out", str(tmp_path / "rep"), "--rounds", "20"])
+    assert r.exit_code == 0, r.output
+    deploy = pd.read_csv(tmp_path / "rep" / "deploy.csv")
+    row = deploy[(deploy.detector == "progress_guard") & (deploy.action == "halt") & (deploy.metric == "failed_calls_saved")]
+    # the guard's first alarm is the failed run's identical refused edit, call 4 of 6: calls 4-5 saved
+    assert (int(row["count"].iloc[0]), int(row["of"].iloc[0])) == (2, 6)
+    row = deploy[(deploy.detector == "progress_guard") & (deploy.action == "halt") & (deploy.metric == "successes_stopped")]
+    assert (int(row["count"].iloc[0]), int(row["of"].iloc[0])) == (0, 1)
+
+
+@pytest.mark.parametrize("command", ["import", "replay"])
+def test_a_bad_outcomes_file_is_a_one_line_error_and_nothing_is_written(command, tmp_path):
+    bad = tmp_path / "report.json"
+    bad.write_text("{not json")
+    out = tmp_path / "out.jsonl" if command == "import" else tmp_path / "folder"
+    args = ["import", "--format", "swe-agent", str(SWE_1X), "-o", str(out)] if command == "import" else \
+        ["replay", "--format", "swe-agent", str(SWE_1X), "--out", str(out), "--no-progress", "--detectors", "exact"]
+    r = CliRunner().invoke(main, [*args, "--outcomes", str(bad)])
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines()[-1].startswith(f"loopbench: error: {bad}: not valid JSON")
+    assert "Traceback" not in r.output
+    assert not out.exists()
