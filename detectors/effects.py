@@ -154,9 +154,12 @@ BUILTIN: dict[str, Declaration] = {
     "list_files": _read("path"),
     "search_files": _read("path"),
     "list_code_definition_names": _read("path"),
-    # Codex CLI: a patch envelope (its files are the target) and a shell taking argv
+    # Codex CLI: a patch envelope (its files are the target); its shells: ``shell`` takes argv,
+    # ``shell_command`` a command line, the unified ``exec_command`` its line as ``cmd``
     "apply_patch": _write("path"),
     "shell": _shell("command"),
+    "shell_command": _shell("command"),
+    "exec_command": _shell("cmd"),
     # Gemini CLI
     "replace": _write("file_path"),
     "write_file": _write("file_path", "path"),

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 from scenarios.trace import write_trace
 from scenarios.tree import Episode, ToolNode
 
-from . import captain_agent, claude_code, magentic_one, openai_chat, openhands, otel, react_log, swe_agent, tau_bench
+from . import captain_agent, claude_code, codex, magentic_one, openai_chat, openhands, otel, react_log, swe_agent, tau_bench
 
 #: format name -> ``iter_episodes(path, problems=None)``
 FORMATS: dict[str, Callable[..., Iterator[Episode]]] = {
@@ -27,6 +27,7 @@ FORMATS: dict[str, Callable[..., Iterator[Episode]]] = {
     openhands.FORMAT: openhands.iter_episodes,
     claude_code.FORMAT: claude_code.iter_episodes,
     swe_agent.FORMAT: swe_agent.iter_episodes,
+    codex.FORMAT: codex.iter_episodes,
 }
 
 

@@ -12,7 +12,7 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, main, report_problems)
 @main.command("import")
 @click.argument("file")
 @click.option("--format", "fmt", required=True, help="Source format: otel, openai, tau-bench, react-log, magentic-one, captain-agent, openhands, "
-                   "claude-code, swe-agent.")
+                   "claude-code, codex, swe-agent.")
 @click.option("-o", "--out", "out_path", required=True, help="Output trace file (JSON Lines; the trace format of docs/traces.md).")
 @click.option("--outcomes", "outcomes_path", default=None,
               help="SWE-bench evaluation report.json files (one, or a folder searched for them): each run whose "
@@ -42,7 +42,7 @@ def import_cmd(file, fmt, out_path, outcomes_path) -> None:
         raise LoopbenchError(str(exc).splitlines()[0]) from None
     report_problems(problems)
     if n == 0:
-        raise LoopbenchError(f"{file}: no {fmt} episodes found (for a folder, only its own files are read; claude-code and swe-agent search its sub-folders too)")
+        raise LoopbenchError(f"{file}: no {fmt} episodes found (for a folder, only its own files are read; claude-code, codex and swe-agent search its sub-folders too)")
     for line in notes:
         click.echo(line, err=True)
     click.echo(f"wrote {n} episodes to {out_path}", err=True)

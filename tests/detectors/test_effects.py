@@ -72,9 +72,12 @@ def test_shell_commands_write_by_their_text(tool, command, writes):
     assert _effect(tool, command=command).writes is writes
 
 
-def test_codex_shell_takes_argv():
+def test_codex_shells_take_argv_or_a_command_line():
     assert effect_of(ToolCall("shell", {"command": ["bash", "-lc", "sed -i 's/a/b/' x.py"]})).writes is True
     assert effect_of(ToolCall("shell", {"command": ["bash", "-lc", "rg parse src"]})).writes is False
+    assert effect_of(ToolCall("exec_command", {"cmd": "echo x > notes.txt"})).writes is True
+    assert effect_of(ToolCall("exec_command", {"cmd": "pytest -q"})).writes is False
+    assert effect_of(ToolCall("shell_command", {"command": "git commit -am fix"})).writes is True
 
 
 def test_an_undeclared_tool_has_no_effect_and_an_unknown_subcommand_counts_as_a_write():

@@ -271,3 +271,102 @@ def test_a_pretty_printed_conversation_is_one_episode_and_returncodes_say_errors
     lines = tmp_path / "chats.json"
     lines.write_text(json.dumps(traj) + "\n" + json.dumps(traj) + "\n")
     assert [ep.id for ep in import_file("openai", lines)[0]] == ["chats:0", "chats:1"]
+
+
+# -- codex -----------------------------------------------------------------------------
+CODEX = FIXTURES / "codex_sample.jsonl"
+
+
+def _item(payload: dict, kind: str = "response_item") -> dict:
+    return {"timestamp": "2026-11-22T08:00:00.000Z", "type": kind, "payload": payload}
+
+
+def _shell(cid: str, script: str) -> dict:
+    return _item({"type": "function_call", "name": "shell", "call_id": cid,
+                  "arguments": json.dumps({"command": ["bash", "-lc", script]})})
+
+
+def test_codex_rollout_becomes_the_agents_calls_with_their_results_and_effects():
+    (ep,), problems = import_file("codex", CODEX)
+    assert problems == []
+    assert ep.id == "codex_sample"
+    assert ep.meta == {"source_format": "codex", "source_file": CODEX.name, "outcome": "unknown",
+                       "cli_version": "0.58.0", "model": "gpt-5-codex"}
+    assert [(n.call.tool, n.call.call_id) for n in ep.tool_nodes()] == [
+        ("shell", "call_t1"), ("shell", "call_r1"), ("apply_patch", "call_p1"), ("shell", "call_t2")]
+    test, read, patch, again = ep.tool_nodes()
+    assert test.call.args["command"] == ["bash", "-lc", "pytest -q tests/test_calc.py"]
+    # exec_command_end and the JSON output tell the same result: read once, exit code 1 = error
+    assert test.observation.error and test.observation.content.startswith("F.\nFAILED")
+    assert read.observation.content == "def divide(a, b):\n    return a / b\n" and not read.observation.error
+    assert patch.call.args["input"].startswith("*** Begin Patch") and effect_of(patch.call).writes
+    assert effect_of(patch.call).target == "calc.py"
+    assert not again.observation.error and again.observation.content.endswith("2 passed")  # "Exit code: 0"
+    # the scaffold's context block and the reasoning item stay out
+    assert [(n.message.role, n.message.content) for n in ep.nodes if isinstance(n, ThinkNode)] == [
+        ("user", "test_divide fails; fix it."), ("assistant", "divide now raises ValueError on zero; both tests pass.")]
+
+
+def test_codex_token_counts_go_to_the_next_call_and_the_last_to_the_last_call():
+    (ep,), _ = import_file("codex", CODEX)
+    # input (cached included) + output of each token_count; the final answer's goes to the last call
+    assert [n.tokens for n in ep.tool_nodes()] == [3040, 3260, 3520, 3630 + 3750]
+
+
+def test_codex_round_trips_through_the_trace_format(tmp_path):
+    out = tmp_path / "trace.jsonl"
+    assert convert("codex", CODEX, out) == (1, [])
+    assert read_trace(out).episodes == import_file("codex", CODEX)[0]
+
+
+@pytest.mark.parametrize("end_first", [True, False])
+def test_codex_a_result_told_twice_is_read_once_whichever_comes_first(tmp_path, end_first):
+    end = _item({"type": "exec_command_end", "call_id": "c1", "aggregated_output": "boom", "exit_code": 2}, "event_msg")
+    out = _item({"type": "function_call_output", "call_id": "c1",
+                 "output": json.dumps({"output": "boom", "metadata": {"exit_code": 2}})})
+    rollout = tmp_path / "rollout-1.jsonl"
+    rollout.write_text(_lines(_shell("c1", "make"), *((end, out) if end_first else (out, end))))
+    (ep,), problems = import_file("codex", rollout)
+    assert problems == []
+    (node,) = ep.tool_nodes()
+    assert (node.observation.content, node.observation.error) == ("boom", True)
+
+
+def test_codex_text_outputs_local_shell_calls_and_failed_exit_lines(tmp_path):
+    rollout = tmp_path / "rollout-2.jsonl"
+    rollout.write_text(_lines(
+        _shell("a", "cat missing.txt"),
+        _item({"type": "function_call_output", "call_id": "a", "output": "Exit code: 1\nOutput:\ncat: missing.txt: No such file"}),
+        _item({"type": "local_shell_call", "call_id": "b", "status": "completed",
+               "action": {"type": "exec", "command": ["ls", "-a"]}}),
+        _item({"type": "local_shell_call_output", "call_id": "b", "output": "plain text, no exit line"}),
+        _item({"type": "function_call", "name": "update_plan", "call_id": "c", "arguments": "{\"plan\": []}"}),
+        _item({"type": "function_call_output", "call_id": "c", "output": "Plan updated"}),
+    ))
+    (ep,), problems = import_file("codex", rollout)
+    assert problems == []
+    assert [(n.call.tool, n.call.args, n.observation.error) for n in ep.tool_nodes()] == [
+        ("shell", {"command": ["bash", "-lc", "cat missing.txt"]}, True),
+        ("shell", {"command": ["ls", "-a"]}, False),
+        ("update_plan", {"plan": []}, False)]
+
+
+def test_codex_bad_lines_are_problems_naming_the_line_and_folders_are_searched(tmp_path):
+    day = tmp_path / "sessions" / "2026" / "11" / "22"
+    day.mkdir(parents=True)
+    rollout = day / "rollout-3.jsonl"
+    rollout.write_text(_lines(
+        _shell("a", "ls"),
+        {"type": "response_item", "payload": "not an object"},
+        _item({"type": "function_call", "call_id": "x", "arguments": "{}"}),
+        _item({"type": "function_call_output", "call_id": "nope", "output": "?"}),
+        _item({"type": "function_call_output", "call_id": "a", "output": "a.txt"}),
+    ) + "{not json\n")
+    (ep,), problems = import_file("codex", tmp_path / "sessions")
+    assert ep.id == "rollout-3" and [n.observation.content for n in ep.tool_nodes()] == ["a.txt"]
+    assert problems[:3] == [
+        f"{rollout}:2: expected {{\"type\": ..., \"payload\": {{...}}}}, skipped",
+        f"{rollout}:3: a function_call without a name, skipped",
+        f"{rollout}:4: an output for no call of this file ('nope'), skipped",
+    ]
+    assert problems[3].startswith(f"{rollout}:6: not valid JSON") and len(problems) == 4

@@ -31,6 +31,7 @@ FIXTURE_FILES = {
     "openhands": "openhands_sample.jsonl",
     "claude-code": "claude_code_sample.jsonl",
     "swe-agent": "swe_agent_sample.traj",
+    "codex": "codex_sample.jsonl",
 }
 
 
