@@ -14,8 +14,8 @@ readers document them. Mapping:
 - A call's result: the ``event_msg`` ``exec_command_end`` of its ``call_id`` when there is one
   (``aggregated_output``, an error when ``exit_code`` is not 0), else its
   ``function_call_output`` / ``custom_tool_call_output`` (the output text; JSON output
-  ``{"output", "metadata": {"exit_code"}}`` is unwrapped, and "Exit code: N" heading a text
-  is read too). The two are the same result told twice: one is kept.
+  ``{"output", "metadata": {"exit_code"}}`` is unwrapped, and an "Exit code: N" or "Process
+  exited with code N" line heading a text is read too). The two are the same result told twice: one is kept.
 - ``message`` items: ``user`` and ``assistant`` text become ThinkNodes, but the harness's own
   context blocks (``<environment_context>``, ``<user_instructions>``, ...) and ``developer`` /
   ``system`` messages do not; ``reasoning`` items are left out, and so are server-side web
@@ -44,7 +44,9 @@ FORMAT = "codex"
 SUFFIXES = (".jsonl",)
 _SCAFFOLD = re.compile(r"\s*<(environment_context|user_instructions|permissions instructions|user_shell_command"
                        r"|turn_aborted|INSTRUCTIONS)\b")
-_EXIT_LINE = re.compile(r"\s*Exit code:\s*(-?\d+)")
+# The status lines heading a shell's text output: "Exit code: N" (``shell``), "Process exited
+# with code N" (the unified ``exec_command``, after its "Chunk ID" and "Wall time" lines).
+_EXIT_LINE = re.compile(r"^(?:Exit code:|Process exited with code)\s*(-?\d+)\s*$", re.M)
 
 
 def _output(raw: Any) -> tuple[str, bool]:
@@ -60,7 +62,8 @@ def _output(raw: Any) -> tuple[str, bool]:
                 parsed = None
             data = parsed if isinstance(parsed, dict) and "output" in parsed else None
         if data is None:
-            m = _EXIT_LINE.match(raw)
+            head = "\n".join(raw.split("\n", 5)[:5]).split("\nOutput:", 1)[0]
+            m = _EXIT_LINE.search(head)
             return raw, m is not None and m.group(1) != "0"
     else:
         return "" if raw is None else str(raw), False

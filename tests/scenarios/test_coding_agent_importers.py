@@ -342,13 +342,21 @@ def test_codex_text_outputs_local_shell_calls_and_failed_exit_lines(tmp_path):
         _item({"type": "local_shell_call_output", "call_id": "b", "output": "plain text, no exit line"}),
         _item({"type": "function_call", "name": "update_plan", "call_id": "c", "arguments": "{\"plan\": []}"}),
         _item({"type": "function_call_output", "call_id": "c", "output": "Plan updated"}),
+        _item({"type": "function_call", "name": "exec_command", "call_id": "d", "arguments": "{\"cmd\": \"make\"}"}),
+        _item({"type": "function_call_output", "call_id": "d", "output":
+               "Chunk ID: 4f2a\nWall time: 1.2 seconds\nProcess exited with code 2\nOutput:\nmake: *** [all] Error 2"}),
+        _item({"type": "function_call", "name": "exec_command", "call_id": "e", "arguments": "{\"cmd\": \"cat log\"}"}),
+        _item({"type": "function_call_output", "call_id": "e", "output":
+               "Wall time: 0.1 seconds\nProcess exited with code 0\nOutput:\nExit code: 1 was logged"}),
     ))
     (ep,), problems = import_file("codex", rollout)
     assert problems == []
     assert [(n.call.tool, n.call.args, n.observation.error) for n in ep.tool_nodes()] == [
         ("shell", {"command": ["bash", "-lc", "cat missing.txt"]}, True),
         ("shell", {"command": ["ls", "-a"]}, False),
-        ("update_plan", {"plan": []}, False)]
+        ("update_plan", {"plan": []}, False),
+        ("exec_command", {"cmd": "make"}, True),
+        ("exec_command", {"cmd": "cat log"}, False)]
 
 
 def test_codex_bad_lines_are_problems_naming_the_line_and_folders_are_searched(tmp_path):
