@@ -560,7 +560,10 @@ class ProgressGuard(Detector):
         code = {k: v for k, v in args.items() if isinstance(v, str) and (command_tool or str(k).lower() in CODE_KEYS)}
         normal = _normalise({k: v for k, v in args.items() if k not in code})
         if "code_cosmetic" in self.switched_off(call.tool)[1]:
-            normal.update(_normalise({str(k).casefold(): v for k, v in code.items()}))
+            # Code as written: without the rule no edit is cosmetic. (Prose normalisation —
+            # whitespace collapsed, case folded — would make code that differs in its
+            # indentation, which in Python is meaning, the same call.)
+            normal.update({str(k).casefold(): v.replace("\r\n", "\n") for k, v in code.items()})
         else:
             normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
         normal_json = canonical_json(normal)

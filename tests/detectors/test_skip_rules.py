@@ -178,6 +178,20 @@ def line_news(g: LoopGuard) -> Verdict:
     return g.check("bash", {"command": "python -m pytest -q tests/test_models.py"}).verdict
 
 
+def test_without_code_cosmetic_code_is_compared_as_written():
+    """Switched off, the rule forgives nothing: code that differs in indentation (a snippet
+    indented as a whole fails in Python) or case is another call, not a repeat."""
+    ran = ("exec.python", {"code": "  import math\n  print(math.pi)"}, "exitcode: 1\nIndentationError: unexpected indent")
+    for code in ("import math\nprint(math.pi)", "  import math\n  print(math.PI)"):
+        for skip in ([], ["code_cosmetic"]):
+            g = LoopGuard(semantic=False, skip_rules=skip)
+            g.record(*ran, error=True)
+            assert g.check("exec.python", {"code": code}).verdict is ALLOW, (code, skip)
+    g = LoopGuard(semantic=False, skip_rules=["code_cosmetic"])
+    g.record(*ran, error=True)
+    assert g.check("exec.python", {"code": ran[1]["code"]}).verdict is not ALLOW  # the same text is a repeat
+
+
 #: rule -> (its case, the verdict with every rule on)
 CASES = {
     "transient_retry": (transient_retry, ALLOW), "unanswered_retry": (unanswered_retry, ALLOW),
