@@ -253,6 +253,14 @@ class Effects:
         decl = self._declared.get(tool)
         return decl is not None and bool(decl.shell_args)
 
+    def shell_text(self, call: ToolCall) -> str | None:
+        """The command or program text of a shell tool's call (argv joined), None for other tools."""
+        decl = self._declared.get(call.tool)
+        if decl is None or not decl.shell_args:
+            return None
+        args = call.args if isinstance(call.args, Mapping) else {"_": call.args}
+        return "\n".join(_text(args[k]) for k in decl.shell_args if args.get(k) is not None)
+
     def of(self, call: ToolCall) -> Effect | None:
         """The call's effect, or None when its tool is not declared."""
         decl = self._declared.get(call.tool)

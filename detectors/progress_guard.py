@@ -47,6 +47,7 @@ changed nothing. For an undeclared tool the per-tool rules come from tool-name p
 """
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
@@ -57,6 +58,7 @@ import xxhash
 from .callmemo import ArgsMemo, CallMemo
 from .commands import CODE_KEYS, cosmetic_form, writes
 from .effects import Effects
+from .file_views import MAX_RANGE, file_end, shown_lines, view_of
 from .pathmap import PathCounts
 from .result_news import ResultText, read_result, what_is_new
 from .result_news import norm_text as _norm_text
@@ -313,6 +315,12 @@ class GuardState:
     write_drift: bool = False  # the last write was the one before it with other numbers
     # (tool, skeleton, phrase) of literal finds that found nothing, since any other tool ran
     not_there: tuple[tuple[str, int, str], ...] = ()
+    # (path, line number) -> the write stamp it was shown at; a line counts as shown while the
+    # stamp is current: (writes whose file is not known, writes to that path)
+    shown: PathCounts = field(default_factory=PathCounts)
+    file_writes: PathCounts = field(default_factory=PathCounts)
+    writes_anywhere: int = 0
+    file_ends: PathCounts = field(default_factory=PathCounts)  # path -> (write stamp, its last line)
     # (tool, skeleton) whose last request repeated, nearly word for word, an answered one
     # and got no reply (see ``ProgressGuard._unanswered_repeats_after``)
     unanswered_repeat: tuple[tuple[str, int], ...] = ()
@@ -328,7 +336,7 @@ class _Prepared:
     call. ``echoes`` and ``shape`` are needed only by some calls (a result that lists items,
     a write), so they are derived on first use."""
 
-    __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers",
+    __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers", "view",
                  "_call_args", "_tool", "_normal_json", "_echoes", "_shape", "_what")
 
     def __init__(self, key: tuple, family: tuple, free: tuple[str, ...], skeleton: int, writes: bool, code: bool,
@@ -341,6 +349,7 @@ class _Prepared:
         self.writes = writes  # a command or snippet that changes files or the environment
         self.code = code  # the call carries a command or program text
         self.numbers = numbers  # the numbers in the call's own values, as a result may echo them
+        self.view = None  # the file lines the call shows (``detectors.file_views.View``), if it is a view
         self._call_args = call_args  # as the call gave them
         self._tool = tool
         self._normal_json = normal_json
@@ -391,8 +400,8 @@ class ProgressGuard(Detector):
     """Flag calls that cannot make progress: result-aware, layered, nudge first, then stop.
 
     See the module docstring for the layers. Parameters (all with per-tool overrides in
-    ``tool_overrides``, except ``max_steps``, ``escalate``, ``recovery_calls`` and
-    ``semantic``):
+    ``tool_overrides``, except ``max_steps``, ``escalate``, ``recovery_calls``, ``semantic``
+    and ``shown_lines``):
 
     - ``max_retries`` (3): retries of a call after transient errors that stay allowed;
     - ``poll_limit`` (50): polls of one call allowed while its answer keeps changing;
@@ -404,6 +413,12 @@ class ProgressGuard(Detector):
       all-MiniLM-L6-v2's sentence vectors, or ``"static"``, the mean of its word-piece
       vectors (``detectors.static_vectors``: microseconds per text instead of milliseconds,
       no torch; measured in docs/detectors.md);
+    - ``shown_lines`` (False): judge a view of a file by the lines already shown: a slice
+      (``view_range``, ``Read`` with ``offset``/``limit``, ``nl -ba f | sed -n 'a,bp'``) whose
+      lines were all shown before, nothing written to that file since, is drift, told before
+      it runs (``detectors.file_views``). Off by default: the labelling rubric reads such a
+      view as redundant, the synthetic ``editor_focus`` family as a new look; measured both
+      ways in docs/detectors.md;
     - ``stop_after`` (1): strikes (findings) on a path before the next one stops (per tool: a
       finding on that tool stops after that many strikes on the path, of any tool);
     - ``nudge_after`` (0): strikes on a path that pass silently before findings nudge (per
@@ -457,6 +472,7 @@ class ProgressGuard(Detector):
         similarity: float = 0.8,
         semantic: bool = True,
         semantic_vectors: str = "model",
+        shown_lines: bool = False,
         stop_after: int = 1,
         nudge_after: int = 0,
         skip_layers: tuple[str, ...] = (),
@@ -474,6 +490,7 @@ class ProgressGuard(Detector):
         self.similarity = similarity
         self.semantic = semantic
         self.semantic_vectors = semantic_vectors
+        self.shown_lines = shown_lines
         self.stop_after = stop_after
         self.nudge_after = nudge_after
         self.skip_layers = skip_layers
@@ -578,10 +595,12 @@ class ProgressGuard(Detector):
                 free.append(_norm_text(v[:2000]))
             else:
                 skeleton[str(k)] = v
-        return _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
-                         effect.writes if effect is not None else any(writes(v) for v in code.values()), bool(code),
-                         frozenset(_echo_tokens(call.args)),
-                         call.args, call.tool, normal_json)
+        prepared = _Prepared(key, family, tuple(free), _h(canonical_json(_normalise(skeleton))),
+                             effect.writes if effect is not None else any(writes(v) for v in code.values()), bool(code),
+                             frozenset(_echo_tokens(call.args)),
+                             call.args, call.tool, normal_json)
+        prepared.view = view_of(call, self._effects)
+        return prepared
 
     def _line_results(self, call: ToolCall, p: _Prepared) -> bool:
         """The call's result is lines of a file or of a program's output: it runs a command or
@@ -681,6 +700,16 @@ class ProgressGuard(Detector):
                 times = "once" if info.count == 1 else f"{info.count} times"
                 return _Finding("signature", f"already ran {times} on this path ({ago} call(s) ago) and "
                                              f"{'returned nothing new' if not info.informative else 'its result is already known'}"), 1.0
+        view = p.view
+        if (self.shown_lines and view is not None and view.first is not None and state.shown and "drift" not in skip
+                and view.last - view.first < MAX_RANGE):
+            stamp = (state.writes_anywhere, state.file_writes.get(view.path, 0))
+            end = state.file_ends.get(view.path)
+            last = min(view.last, end[1]) if end is not None and end[0] == stamp else view.last
+            shown = state.shown
+            if last >= view.first and all(shown.get((view.path, n)) == stamp for n in range(view.first, last + 1)):
+                return _Finding("drift", f"shows lines {view.first}-{view.last} of {view.path}, all of them shown "
+                                         "already, with nothing written to that file since"), 1.0
         fam = state.families.get(p.family)
         if fam is not None and info is None and "drift" not in skip:
             last_step, informative, evidence = fam
@@ -962,6 +991,16 @@ class ProgressGuard(Detector):
         # same result is a repeat. A failed command is another matter: a shell line that
         # writes a file and then runs it reports the run's failure, the file was written.
         wrote = write_ok or (mode == "mutating" and (self._command_text(call.tool) or "failed_write" in rules))
+        file_writes, writes_anywhere = self._written(state, call, wrote)
+        shown, file_ends = state.shown, state.file_ends
+        if p.view is not None and not observation.error and self.shown_lines:
+            numbers = shown_lines(p.view, text)
+            if numbers:
+                stamp = (writes_anywhere, file_writes.get(p.view.path, 0))
+                shown = shown.with_all(((p.view.path, n) for n in numbers), stamp)
+                end = file_end(p.view, text, numbers)
+                if end is not None:
+                    file_ends = file_ends.set(p.view.path, (stamp, end))
         # Whether this result, if it brought nothing new, is evidence for drift: it came back from
         # numbers already changed once, it was empty ("no results", past the last page), or it
         # answered a write (``write_progress`` judges those). The first read of its kind that
@@ -1027,7 +1066,21 @@ class ProgressGuard(Detector):
             last_write_shape=p.shape if wrote else state.last_write_shape,
             write_drift=(p.shape == state.last_write_shape) if wrote else state.write_drift,
             not_there=self._not_there_after(state, call, p, news), unanswered_repeat=unanswered_repeat,
+            shown=shown, file_writes=file_writes, writes_anywhere=writes_anywhere, file_ends=file_ends,
         )
+
+    def _written(self, state: GuardState, call: ToolCall, wrote: bool) -> tuple[PathCounts, int]:
+        """The write stamps after ``call``: a write to a declared file moves that file's, any
+        other write (a shell line, an undeclared tool) every file's."""
+        if not wrote or not self.shown_lines:
+            return state.file_writes, state.writes_anywhere
+        effect = self._effects.of(call)
+        if effect is not None and effect.what == "file" and effect.target and not self._effects.is_shell(call.tool):
+            file_writes = state.file_writes
+            for target in effect.target.split(","):
+                file_writes = file_writes.incremented(posixpath.normpath(target.strip()))
+            return file_writes, state.writes_anywhere
+        return state.file_writes, state.writes_anywhere + 1
 
     def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:
         """A call that ran without a recorded result (a delegation nobody answered, a span
@@ -1053,6 +1106,7 @@ class ProgressGuard(Detector):
         else:
             error_tool, error_key, error_run, error_ids = None, None, 0, frozenset()
         mutating = self._effective_mode(call.tool, p) == "mutating"
+        file_writes, writes_anywhere = self._written(state, call, mutating)
         strike = _strike(decision)
         silent = state.silent
         if p.free and not mutating and (call.tool, p.skeleton) in silent:
@@ -1065,6 +1119,7 @@ class ProgressGuard(Detector):
                        unanswered_repeat=unanswered_repeat,
                        not_there=state.not_there if self._literal_find(call.tool) else (),
                        last_mutation=state.step if mutating else state.last_mutation,
+                       file_writes=file_writes, writes_anywhere=writes_anywhere,
                        error_tool=error_tool, error_key=error_key, error_run=error_run, error_ids=error_ids,
                        strikes=state.strikes + (1 if strike else 0),
                        since_strike=0 if strike else state.since_strike)

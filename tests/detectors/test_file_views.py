@@ -1,0 +1,126 @@
+"""Which lines of which file a call shows (``detectors.file_views``), and ``progress_guard``'s
+``shown_lines`` option that judges a view by the lines already shown."""
+from __future__ import annotations
+
+import pytest
+
+from detectors import Verdict
+from detectors.effects import Effects
+from detectors.file_views import View, file_end, shown_lines, view_of
+from detectors.guard import LoopGuard
+from detectors.protocol import ToolCall
+
+EFFECTS = Effects()
+
+
+def _view(tool: str, **args) -> View | None:
+    return view_of(ToolCall(tool, args), EFFECTS)
+
+
+@pytest.mark.parametrize("command, expected", [
+    ("nl -ba src/a.py | sed -n '120,160p'", View("src/a.py", 120, 160, True)),
+    ('cat -n src/a.py | sed -n "5,9p"', View("src/a.py", 5, 9, True)),
+    ("nl -ba src/a.py", View("src/a.py", None, None, True)),
+    ("sed -n '30,40p' src/a.py", View("src/a.py", 30, 40, False)),
+    ("sed -n 30,40p ./src/a.py", View("src/a.py", 30, 40, False)),
+    ("head -n 50 src/a.py", View("src/a.py", 1, 50, False)),
+    ("nl -ba src/a.py | head -80", View("src/a.py", 1, 80, True)),
+    ("cd /testbed && nl -ba src/a.py | sed -n '1,9p'", View("/testbed/src/a.py", 1, 9, True)),
+    ("bash -lc nl -ba src/a.py | sed -n '1,9p'", View("src/a.py", 1, 9, True)),  # Codex's argv, joined
+    # a slice of a slice: lines 150-190 of the file (an nl between numbers from the slice's start)
+    ("sed -n '1,220p' src/a.py | sed -n '150,190p'", View("src/a.py", 150, 190, False, False)),
+    ("sed -n '1,220p' src/a.py | nl -ba -v1 | sed -n '140,170p'", View("src/a.py", 140, 170, True, False)),
+    ("sed -n '1,100p' src/a.py | sed -n '90,150p'", View("src/a.py", 90, 100, False, False)),
+    # not a plain view of a file: run something, chain something, or a bad range
+    ("python src/a.py", None),
+    ("nl -ba src/a.py | sed -n '1,9p' && python -m pytest -q", None),
+    ("grep -n def src/a.py", None),
+    ("sed -n '9,1p' src/a.py", None),
+    ("sed -i 's/a/b/' src/a.py", None),
+])
+def test_shell_views(command, expected):
+    assert _view("bash", command=command) == expected
+
+
+def test_editor_and_read_views():
+    assert _view("str_replace_editor", command="view", path="/t/a.py", view_range=[5, 9]) == View("/t/a.py", 5, 9, True)
+    assert _view("str_replace_editor", command="view", path="/t/a.py") == View("/t/a.py", None, None, True)
+    assert _view("str_replace_editor", command="view", path="/t/a.py", view_range=[5, -1]) is None  # to the end
+    assert _view("str_replace_editor", command="str_replace", path="/t/a.py", old_str="a", new_str="b") is None
+    assert _view("Read", file_path="/t/a.py", offset=10, limit=5) == View("/t/a.py", 10, 14, True)
+    assert _view("my_tool", path="/t/a.py") is None  # undeclared
+
+
+def test_shown_lines_read_the_gutter_or_count_from_the_first_line():
+    numbered = View("a.py", None, None, True)
+    editor = "Here's the result of running `cat -n` on /t/a.py:\r\n     1\timport os\r\n     2\t\r\n     3\tx = 1\r\n"
+    assert shown_lines(numbered, editor) == [1, 2, 3]
+    # SWE-agent's abbreviated view of a large file: a space after the number, elided parts
+    abbreviated = "<NOTE>This file is too large to display entirely.</NOTE>\n     1 import os\n...\n   220 def f():\n   221     pass\n"
+    assert shown_lines(numbered, abbreviated) == [1, 220, 221]
+    assert shown_lines(View("a.py", 220, 220, True), abbreviated) == [220]  # only the asked range counts
+    assert shown_lines(View("a.py", 10, 12, True), "Read →") == []  # an error text shows nothing of the file
+    # mini-swe-agent's wrapper; a plain sed slice counts from its first line
+    assert shown_lines(View("a.py", 30, 40, False), "<returncode>0</returncode>\n<output>\nx = 1\ny = 2\n</output>") == [30, 31]
+    assert shown_lines(View("a.py", 140, 170, True, False), "     1\tx\n     2\ty\n") == [140, 141]
+
+
+def test_file_end_only_from_an_uncut_result_that_stopped_short():
+    ranged = View("a.py", 1, 240, True)
+    assert file_end(ranged, "    1\tx\n   96\ty", [1, 96]) == 96
+    assert file_end(ranged, "...", list(range(1, 241))) is None  # the range was filled: the end is not known
+    whole = View("a.py", None, None, True)
+    assert file_end(whole, "    1\tx\n    2\ty", [1, 2]) == 2
+    assert file_end(whole, "<NOTE>This file is too large to display entirely. Showing abbreviated version.", [1, 2]) is None
+    assert file_end(whole, "    1\tx\n<warning>The output of your last command was too long.</warning>", [1]) is None
+
+
+FILE = "\n".join(f"{n:6}\tline {n} of the module" for n in range(1, 97))  # a 96-line file
+
+
+def _guard(**params) -> LoopGuard:
+    g = LoopGuard(semantic=False, shown_lines=True, **params)
+    g.record("str_replace_editor", {"command": "view", "path": "/t/a.py"}, FILE)
+    return g
+
+
+def _slice(g: LoopGuard, lo: int, hi: int) -> Verdict:
+    return g.check("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [lo, hi]}).verdict
+
+
+def test_a_slice_of_lines_already_shown_is_drift():
+    g = _guard()
+    d = g.check("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [40, 60]})
+    assert d.verdict is Verdict.NUDGE and "shows lines 40-60 of /t/a.py, all of them shown already" in d.message
+    assert _slice(_guard(), 90, 120) is Verdict.NUDGE  # past the end of a file known to have 96 lines
+    off = LoopGuard(semantic=False)  # the default: off
+    off.record("str_replace_editor", {"command": "view", "path": "/t/a.py"}, FILE)
+    assert _slice(off, 40, 60) is Verdict.ALLOW
+
+
+def test_a_write_to_the_file_makes_its_lines_news_again_and_a_write_elsewhere_does_not():
+    g = _guard()
+    g.record("str_replace_editor", {"command": "str_replace", "path": "/t/a.py", "old_str": "a", "new_str": "b"},
+             "The file /t/a.py has been edited.")
+    assert _slice(g, 40, 60) is Verdict.ALLOW
+    g = _guard()
+    g.record("str_replace_editor", {"command": "create", "path": "/t/repro.py", "file_text": "print(1)"}, "File created")
+    assert _slice(g, 40, 60) is Verdict.NUDGE
+    # the identical whole view again after a write to another file: nothing of a.py changed
+    assert g.check("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [1, 96]}).verdict \
+        is Verdict.NUDGE
+    g = _guard()
+    g.record("str_replace_editor", {"command": "str_replace", "path": "/t/a.py", "old_str": "zz", "new_str": "b"},
+             "No replacement was performed, old_str `zz` did not appear verbatim in /t/a.py.", error=True)
+    assert _slice(g, 40, 60) is Verdict.NUDGE  # a refused edit wrote nothing
+    g = _guard()
+    g.record("bash", {"command": "python fix.py > /t/out.txt"}, "")  # a shell write: its files are not known
+    assert _slice(g, 40, 60) is Verdict.ALLOW
+
+
+def test_lines_never_shown_are_news():
+    g = LoopGuard(semantic=False, shown_lines=True)
+    g.record("bash", {"command": "nl -ba src/a.py | sed -n '1,40p'"}, "\n".join(f"{n:6}\tx{n} = {n}" for n in range(1, 41)))
+    assert g.check("bash", {"command": "nl -ba src/a.py | sed -n '30,60p'"}).verdict is Verdict.ALLOW
+    assert g.check("bash", {"command": "sed -n '10,20p' src/a.py"}).verdict is Verdict.NUDGE
+    assert g.check("bash", {"command": "sed -n '10,20p' other.py"}).verdict is Verdict.ALLOW
