@@ -599,7 +599,7 @@ class ProgressGuard(Detector):
                              effect.writes if effect is not None else any(writes(v) for v in code.values()), bool(code),
                              frozenset(_echo_tokens(call.args)),
                              call.args, call.tool, normal_json)
-        prepared.view = view_of(call, self._effects)
+        prepared.view = view_of(call, self._effects) if self.shown_lines else None
         return prepared
 
     def _line_results(self, call: ToolCall, p: _Prepared) -> bool:

@@ -124,3 +124,48 @@ def test_lines_never_shown_are_news():
     assert g.check("bash", {"command": "nl -ba src/a.py | sed -n '30,60p'"}).verdict is Verdict.ALLOW
     assert g.check("bash", {"command": "sed -n '10,20p' src/a.py"}).verdict is Verdict.NUDGE
     assert g.check("bash", {"command": "sed -n '10,20p' other.py"}).verdict is Verdict.ALLOW
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_ACTIONS = st.lists(st.one_of(
+    st.tuples(st.just("view"), st.integers(1, 60), st.integers(0, 20)),
+    st.tuples(st.just("edit"), st.sampled_from(["/t/a.py", "/t/b.py"]), st.booleans()),
+), min_size=1, max_size=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_ACTIONS)
+def test_a_slice_is_flagged_exactly_when_every_line_of_it_was_shown_since_the_last_write_to_its_file(actions):
+    """A 60-line file viewed in slices, with edits (some refused) to it and to another file: the
+    ``shown_lines`` finding on each slice agrees with a plain model of what was shown (the
+    signature layer, asked first, may name an identical repeat instead; other layers may fire
+    on slices the model does not flag)."""
+    lines = 60
+    shown: set[int] = set()
+    g = LoopGuard(semantic=False, shown_lines=True, stop_after=10_000)  # nudges only, never a stop
+    for i, action in enumerate(actions):
+        if action[0] == "edit":
+            _, path, ok = action
+            edit = {"command": "str_replace", "path": path, "old_str": f"x{i}", "new_str": "y"}
+            ran = g.check("str_replace_editor", edit).verdict is Verdict.ALLOW  # a nudged call does not run
+            g.record("str_replace_editor", edit, "edited" if ok else "No replacement was performed.", error=not ok)
+            if ran and ok and path == "/t/a.py":
+                shown.clear()
+            continue
+        _, lo, width = action
+        hi = lo + width
+        args = {"command": "view", "path": "/t/a.py", "view_range": [lo, hi]}
+        decision = g.check("str_replace_editor", args)
+        reason = decision.reason or ""
+        mine = "all of them shown already" in reason
+        if lo <= lines:
+            if set(range(lo, min(hi, lines) + 1)) <= shown:
+                assert mine or reason.startswith("loop-guard: signature"), (lo, hi, sorted(shown), reason)
+            else:
+                assert not mine, (lo, hi, sorted(shown))
+        body = "\n".join(f"{n:6}\tline {n}" for n in range(lo, min(hi, lines) + 1))
+        g.record("str_replace_editor", args, body)
+        if decision.verdict is Verdict.ALLOW:
+            shown |= set(range(lo, min(hi, lines) + 1))
