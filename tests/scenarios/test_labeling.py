@@ -36,6 +36,40 @@ def test_identical_failing_retry_is_stale():
     assert propose(ep)[1].onset == 1
 
 
+_FILE = "\n".join(f"{n:6}\tvalue_{n} = compute({n}, mode='fast')" for n in range(1, 81))
+
+
+def _slices(*between):
+    """A file viewed whole, then whatever ``between`` holds, then a slice of lines already shown."""
+    view = ("bash", {"command": "nl -ba src/calc.py"}, _FILE)
+    part = "\n".join(_FILE.split("\n")[39:60])
+    return [view, *between, ("bash", {"command": "nl -ba src/calc.py | sed -n '40,60p'"}, part)]
+
+
+def test_a_slice_of_lines_already_shown_is_drift():
+    """The rubric's drift, read from the lines a view shows (an editor's or ``nl``'s gutter), not
+    from its words: nothing new, whatever the slice's numbers."""
+    grep = ("bash", {"command": "grep -n compute src/other.py"}, "3:    compute(x)")
+    assert _onset(_slices(grep))[0] == 2
+    editor = [("str_replace_editor", {"command": "view", "path": "/r/calc.py"}, _FILE),
+              ("str_replace_editor", {"command": "view", "path": "/r/calc.py", "view_range": [40, 60]},
+               "\n".join(_FILE.split("\n")[39:60]))]
+    assert _onset(editor) == (1, "drift")
+    # a write to the file makes its lines news again, and so does a shell write whose files are
+    # not known; a refused editor edit wrote nothing
+    edit = ("str_replace_editor", {"command": "str_replace", "path": "src/calc.py", "old_str": "a", "new_str": "b"},
+            "The file src/calc.py has been edited.")
+    assert _onset(_slices(edit)) == (None, None)
+    script = ("bash", {"command": "python fix.py > src/calc.py.new && mv src/calc.py.new src/calc.py"},
+              "<returncode>0</returncode>")
+    assert _onset(_slices(script)) == (None, None)
+    refused = ("str_replace_editor", {"command": "str_replace", "path": "src/calc.py", "old_str": "zz", "new_str": "b"},
+               "No replacement was performed, old_str `zz` did not appear verbatim.", True)
+    assert _onset(_slices(refused))[0] == 2
+    other = ("str_replace_editor", {"command": "create", "path": "src/new.py", "file_text": "x = 1"}, "File created")
+    assert _onset(_slices(other))[0] == 2  # a write to another file
+
+
 def test_fan_out_over_ids_is_not_a_loop():
     steps = [("get_reservation", {"reservation_id": f"R{i}X9"}, "Error: not found") for i in range(4)]
     assert _onset(steps) == (None, None)
