@@ -516,7 +516,8 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
         shown.update(node, j)
         if node.observation is not None:
             seen.update(result_shingles(node))
-            if is_write(node.call) and not node.observation.error:
+            # a refused edit wrote nothing; a shell line that writes and then fails did write
+            if is_write(node.call) and (not node.observation.error or _EFFECTS.is_shell(node.call.tool)):
                 last_write = j
     return out
 

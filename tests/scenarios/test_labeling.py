@@ -63,6 +63,8 @@ def test_a_slice_of_lines_already_shown_is_drift():
     script = ("bash", {"command": "python fix.py > src/calc.py.new && mv src/calc.py.new src/calc.py"},
               "<returncode>0</returncode>")
     assert _onset(_slices(script)) == (None, None)
+    failed = ("bash", {"command": "python fix.py > src/calc.py && python -m pytest -q"}, "<returncode>1</returncode>", True)
+    assert _onset(_slices(failed)) == (None, None)  # it wrote, then its tests failed
     refused = ("str_replace_editor", {"command": "str_replace", "path": "src/calc.py", "old_str": "zz", "new_str": "b"},
                "No replacement was performed, old_str `zz` did not appear verbatim.", True)
     assert _onset(_slices(refused))[0] == 2
