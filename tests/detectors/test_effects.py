@@ -60,6 +60,8 @@ def test_harness_tools_are_declared(tool, args, writes, target):
     ("perl -pi -e 's/a/b/' setup.cfg", True),
     ("perl -0777 -pe \"s/a/b/s; s/c/d/\" -i src/mod.py && python -m pytest -q", True),  # -i after the script
     ("perl -ne 'print if /x/' src/mod.py | grep -i x", False),
+    ("perl -Mlib=lib -e 'print 1'", False),
+    ("perl -i.bak -pe 's/a/b/' setup.cfg", True),
     ("python reproduce.py | tee out.log", True),
     ("mv a.py b.py", True),
     ("cp a.py /tmp/a.py", True),
