@@ -23,8 +23,8 @@ CODE_KEYS = frozenset(("code", "script", "command", "cmd", "commands", "source",
 
 _SHELL_WRITES = (
     r"\bsed\s+(-\w+\s+)*-i",  # in-place edit
-    r"\bperl\s+(-\w+\s+)*-[a-zA-Z0-9]*i\.?\w*(?=\s|$)",  # -i, -pi, -i.bak ("-Mlib" is no -i)
-    r"\bperl\b[^|&\n]*\s-[a-zA-Z0-9]*i(?:\.\w+)?(?=\s|$)",  # -i after the script: perl -pe '...' -i f
+    # -i, -pi, -i.bak, before or after the script ("-Mlib" is no -i)
+    r"\bperl\b[^|&\n]*\s-[a-zA-Z0-9]*i\.?\w*(?=\s|$)",
     # redirection into a file: the target looks like a path (so "x > 95" in code is not one)
     r"(^|[^\d&<>=-])>>?\s*(?!/dev/null)[\"']?[\w~$-]*[./][\w./~$-]*",
     r"\btee\b",

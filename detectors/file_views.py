@@ -149,11 +149,22 @@ def file_end(view: View, text: str, shown: list[int]) -> int | None:
     return max(shown) if max(shown) < view.last else None
 
 
+def written_files(call: ToolCall, effects: Effects) -> tuple[str, ...] | None:
+    """The files a write names, as views name them; None when they are not known (a shell line,
+    an undeclared tool): then any file may have changed."""
+    if effects.is_shell(call.tool):
+        return None
+    effect = effects.of(call)
+    if effect is None or effect.what != "file" or not effect.target:
+        return None
+    return tuple(posixpath.normpath(t.strip()) for t in effect.target.split(","))
+
+
 def shown_lines(view: View, text: str) -> list[int]:
     """The line numbers of ``view``'s file that its result ``text`` showed."""
-    m = _OUTPUT.search(text[:200]) if text.startswith("<returncode>") else None
+    m = _OUTPUT.search(text) if text.startswith("<returncode>") else None
     if m is not None:  # mini-swe-agent's wrapper around a command's output
-        text = _OUTPUT.search(text).group(1)
+        text = m.group(1)
     lines = text.replace("\r\n", "\n").split("\n")
     numbered = [int(g.group(1)) for line in lines if (g := _GUTTER.match(line))]
     if numbered and not view.gutter:  # numbered from the slice's first line

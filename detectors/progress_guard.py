@@ -47,7 +47,6 @@ changed nothing. For an undeclared tool the per-tool rules come from tool-name p
 """
 from __future__ import annotations
 
-import posixpath
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
@@ -58,7 +57,7 @@ import xxhash
 from .callmemo import ArgsMemo, CallMemo
 from .commands import CODE_KEYS, cosmetic_form, writes
 from .effects import Effects
-from .file_views import MAX_RANGE, file_end, shown_lines, view_of
+from .file_views import MAX_RANGE, file_end, shown_lines, view_of, written_files
 from .pathmap import PathCounts
 from .result_news import ResultText, read_result, what_is_new
 from .result_news import norm_text as _norm_text
@@ -701,8 +700,8 @@ class ProgressGuard(Detector):
                 return _Finding("signature", f"already ran {times} on this path ({ago} call(s) ago) and "
                                              f"{'returned nothing new' if not info.informative else 'its result is already known'}"), 1.0
         view = p.view
-        if (self.shown_lines and view is not None and view.first is not None and state.shown and "drift" not in skip
-                and view.last - view.first < MAX_RANGE):
+        if (view is not None and view.first is not None and state.shown and "drift" not in skip
+                and view.last - view.first < MAX_RANGE):  # ``view`` is set only with ``shown_lines``
             stamp = (state.writes_anywhere, state.file_writes.get(view.path, 0))
             end = state.file_ends.get(view.path)
             last = min(view.last, end[1]) if end is not None and end[0] == stamp else view.last
@@ -993,7 +992,7 @@ class ProgressGuard(Detector):
         wrote = write_ok or (mode == "mutating" and (self._command_text(call.tool) or "failed_write" in rules))
         file_writes, writes_anywhere = self._written(state, call, wrote)
         shown, file_ends = state.shown, state.file_ends
-        if p.view is not None and not observation.error and self.shown_lines:
+        if p.view is not None and not observation.error:
             numbers = shown_lines(p.view, text)
             if numbers:
                 stamp = (writes_anywhere, file_writes.get(p.view.path, 0))
@@ -1074,13 +1073,13 @@ class ProgressGuard(Detector):
         other write (a shell line, an undeclared tool) every file's."""
         if not wrote or not self.shown_lines:
             return state.file_writes, state.writes_anywhere
-        effect = self._effects.of(call)
-        if effect is not None and effect.what == "file" and effect.target and not self._effects.is_shell(call.tool):
-            file_writes = state.file_writes
-            for target in effect.target.split(","):
-                file_writes = file_writes.incremented(posixpath.normpath(target.strip()))
-            return file_writes, state.writes_anywhere
-        return state.file_writes, state.writes_anywhere + 1
+        files = written_files(call, self._effects)
+        if files is None:
+            return state.file_writes, state.writes_anywhere + 1
+        file_writes = state.file_writes
+        for path in files:
+            file_writes = file_writes.incremented(path)
+        return file_writes, state.writes_anywhere
 
     def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:
         """A call that ran without a recorded result (a delegation nobody answered, a span

@@ -42,7 +42,6 @@ when a review decision is imported) keeps them: a second run never overwrites th
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 import sys
 from contextlib import contextmanager
@@ -52,7 +51,7 @@ from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
 from detectors.effects import Effects, effect_of
-from detectors.file_views import shown_lines, view_of
+from detectors.file_views import shown_lines, view_of, written_files
 from detectors.protocol import ToolCall, result_known
 from scenarios import realsuite
 from scenarios.outcome import UNKNOWN, run_outcome
@@ -425,6 +424,13 @@ def reports_new_action(path: list[ToolNode], j: int) -> bool:
 _EFFECTS = Effects()
 
 
+def _wrote(node: ToolNode) -> bool:
+    """The call changed the world: a refused edit wrote nothing; a shell line that writes and
+    then fails did write (``cat > f.py <<EOF … && python f.py`` reports the script's failure)."""
+    return (node.observation is not None and is_write(node.call)
+            and (not node.observation.error or _EFFECTS.is_shell(node.call.tool)))
+
+
 class _ShownLines:
     """The lines of each file the path's views showed since that file was last written: a view
     that shows only such lines re-issues an earlier view with a parameter nudged and adds
@@ -434,36 +440,29 @@ class _ShownLines:
         self.lines: dict[str, set[int]] = {}
         self.by: dict[str, int] = {}  # path -> the last view of it
 
-    def judge(self, node: ToolNode) -> tuple[int, str] | None:
-        """(the earlier view, the note) when ``node`` showed nothing but lines already shown."""
+    def observe(self, node: ToolNode, j: int) -> tuple[int, str] | None:
+        """Take in path call ``j``; (the earlier view, a note) when it showed nothing but lines
+        already shown."""
+        if _wrote(node):
+            files = written_files(node.call, _EFFECTS)
+            if files is None:
+                self.lines.clear()  # a write whose files are not known: every file may have changed
+            for path in files or ():
+                self.lines.pop(path, None)
+            return None
         view = view_of(node.call, _EFFECTS)
         if view is None or not result_known(node.observation) or node.observation.error:
             return None
         numbers = shown_lines(view, str(node.observation.content))
-        known = self.lines.get(view.path)
-        if numbers and known is not None and known.issuperset(numbers):
-            return self.by[view.path], f"lines {min(numbers)}-{max(numbers)} of {view.path} shown already"
+        if not numbers:
+            return None
+        known = self.lines.setdefault(view.path, set())
+        earlier = self.by.get(view.path)
+        self.by[view.path] = j
+        if earlier is not None and known.issuperset(numbers):
+            return earlier, f"lines {min(numbers)}-{max(numbers)} of {view.path} shown already"
+        known.update(numbers)
         return None
-
-    def update(self, node: ToolNode, j: int) -> None:
-        if node.observation is None:
-            return
-        shell = _EFFECTS.is_shell(node.call.tool)
-        # a refused edit wrote nothing; a shell line that writes and then fails did write
-        if is_write(node.call) and (shell or not node.observation.error):
-            effect = effect_of(node.call)
-            if effect is not None and effect.what == "file" and effect.target and not shell:
-                for target in effect.target.split(","):
-                    self.lines.pop(posixpath.normpath(target.strip()), None)
-            else:
-                self.lines.clear()  # a write whose files are not known: every file may have changed
-            return
-        view = view_of(node.call, _EFFECTS)
-        if view is not None and not node.observation.error:
-            numbers = shown_lines(view, str(node.observation.content))
-            if numbers:
-                self.lines.setdefault(view.path, set()).update(numbers)
-                self.by[view.path] = j
 
 
 def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidence | None]:
@@ -503,7 +502,8 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
             note = "identical result" if same_result else ("no result recorded" if unrecorded else "no new words")
             ev = Evidence(index[node.id], index[earlier.id], kind, sim, list(nv.sample), round(nv.share, 4), note)
             break
-        if ev is None and (again := shown.judge(node)) is not None:
+        again = shown.observe(node, j)
+        if ev is None and again is not None:
             ev = Evidence(index[node.id], index[path[again[0]].id], "drift", 1.0, [], 0.0, again[1])
         if ev is None and nothing and node.observation.error:
             barren_run += 1
@@ -513,11 +513,9 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
             barren_run = 0
         out[node.id] = ev
         seen_before_prev = set(seen)
-        shown.update(node, j)
         if node.observation is not None:
             seen.update(result_shingles(node))
-            # a refused edit wrote nothing; a shell line that writes and then fails did write
-            if is_write(node.call) and (not node.observation.error or _EFFECTS.is_shell(node.call.tool)):
+            if _wrote(node):
                 last_write = j
     return out
 
