@@ -72,3 +72,126 @@ def cosmetic_form(text: str) -> str:
     indented as a whole fails), and so is case."""
     lines = [line.rstrip() for line in text[:100_000].replace("\r\n", "\n").split("\n")]
     return "\n".join(line for line in lines if line.strip() and not _COMMENT_LINE.match(line))
+
+
+# ``<<EOF``, ``<<-'EOF'``, ``<< "PY"`` (not ``<<<``, a here-string, which is one word).
+_HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][\w.-]*)\2")
+# Commands that read nothing of the world and write nothing: a line made of them and of commands
+# already run repeats those (``echo '--- run ---' && python t.py``).
+_INERT = re.compile(r"(echo|printf|true|:|pwd|set|export|unset|sleep|clear|source\s+\S*activate)(\s|$)")
+# Commands that move the shell to another directory: what follows them reads other files.
+_MOVES = re.compile(r"(cd|pushd|popd)(\s|$)")
+# A compound command (a loop, a condition, a function) is not split: its parts are not commands.
+_COMPOUND = re.compile(r"(for|while|until|if|case|select|do|then|else|elif|fi|done|esac|function)(\s|;|$)|\w+\s*\(\)")
+#: A line longer than this is not split: a part is compared as a whole text, and a very long
+#: line (a generated script) is no re-run of an earlier command worth the time.
+MAX_LINE = 20_000
+
+
+def command_parts(text: str) -> tuple[str, ...] | None:
+    """A shell line's commands in the order they run, split at the top-level ``&&``, ``||``,
+    ``;``, ``&`` and line breaks; quotes, parentheses, braces and here-documents stay with
+    their command (``python - <<'PY' ... PY`` is one command, its script included). Each part
+    is stripped; comments are dropped. None when the line does not parse (an unclosed quote or
+    here-document), holds a compound command (``for``, ``if``, ``case``, a function) or is
+    longer than ``MAX_LINE``: then its parts are unknown.
+
+    >>> command_parts("cd /r && nl -ba a.py | sed -n '1,5p'; echo 'x && y'")
+    ('cd /r', "nl -ba a.py | sed -n '1,5p'", "echo 'x && y'")
+    """
+    if len(text) > MAX_LINE:
+        return None
+    parts: list[str] = []
+    cur: list[str] = []
+    pending: list[tuple[str, bool]] = []  # here-documents opened on this line: (terminator, tabs stripped)
+    quote = None
+    depth = 0
+    i, n = 0, len(text)
+
+    def flush() -> None:
+        part = "".join(cur).strip()
+        if part:
+            parts.append(part)
+        cur.clear()
+
+    while i < n:
+        c = text[i]
+        if quote is not None:
+            cur.append(c)
+            if c == "\\" and quote == '"' and i + 1 < n:
+                cur.append(text[i + 1])
+                i += 2
+                continue
+            if c == quote:
+                quote = None
+            i += 1
+            continue
+        if c == "\\" and i + 1 < n:
+            cur.append(text[i:i + 2])
+            i += 2
+            continue
+        if c in "'\"":
+            quote = c
+        elif c == "#" and (not cur or cur[-1][-1:] in (" ", "\t", ";", "&", "|", "(")):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif c in "({":
+            depth += 1
+        elif c in ")}":
+            depth = max(0, depth - 1)
+        elif c == "<" and text.startswith("<<", i) and not text.startswith("<<<", i):
+            m = _HEREDOC.match(text, i)
+            if m:
+                pending.append((m.group(3), m.group(1) == "-"))
+                cur.append(m.group(0))
+                i = m.end()
+                continue
+        elif c == "\n":
+            cur.append(c)
+            i += 1
+            while pending:  # the here-documents' bodies follow this line break, in order
+                end, tabs = pending.pop(0)
+                while True:
+                    if i >= n:
+                        return None
+                    stop = text.find("\n", i)
+                    line = text[i:] if stop < 0 else text[i:stop]
+                    cur.append(line + "\n")
+                    i = n if stop < 0 else stop + 1
+                    if (line.lstrip("\t") if tabs else line).rstrip() == end:
+                        break
+            if depth == 0:
+                flush()
+            continue
+        elif depth == 0 and (text.startswith("&&", i) or text.startswith("||", i)):
+            flush()
+            i += 2
+            continue
+        elif depth == 0 and c == ";" and not text.startswith(";;", i):
+            flush()
+            i += 1
+            continue
+        elif (depth == 0 and c == "&" and not text.startswith("&>", i)
+              and (not cur or cur[-1][-1:] not in (">", "<"))):
+            flush()  # a command sent to the background: the next one starts
+            i += 1
+            continue
+        cur.append(c)
+        i += 1
+    if quote is not None or pending:
+        return None
+    flush()
+    if any(_COMPOUND.match(part) for part in parts):
+        return None
+    return tuple(parts)
+
+
+def inert(part: str) -> bool:
+    """True for a command that neither reads the world nor writes it (``echo``, ``set -e``)."""
+    return bool(_INERT.match(part)) and not writes(part)
+
+
+def moves(part: str) -> bool:
+    """True for a command that changes the shell's directory (``cd``, ``pushd``, ``popd``)."""
+    return bool(_MOVES.match(part))

@@ -55,7 +55,7 @@ import numpy as np
 import xxhash
 
 from .callmemo import ArgsMemo, CallMemo
-from .commands import CODE_KEYS, cosmetic_form, writes
+from .commands import CODE_KEYS, command_parts, cosmetic_form, inert, moves, writes
 from .effects import Effects
 from .file_views import MAX_RANGE, file_end, shown_lines, view_of, written_files
 from .pathmap import PathCounts
@@ -160,6 +160,9 @@ LITERAL_FIND = re.compile(r"^(lookup|grep|rg|ctrl_f)$|find_(in|on)_page|search_i
 #: Cosine above which a request is the same request nearly word for word (a few words
 #: added, dropped or swapped), not merely the same intent (``similarity``).
 NEAR_VERBATIM = 0.9
+
+#: Arguments whose text is a shell line (a program text under ``code`` is no shell line).
+SHELL_KEYS = frozenset(("command", "cmd", "commands", "bash", "shell"))
 
 _FREE_KEYS = frozenset((
     "query", "q", "queries", "prompt", "text", "message", "question", "instruction", "instructions",
@@ -323,6 +326,8 @@ class GuardState:
     # (tool, skeleton) whose last request repeated, nearly word for word, an answered one
     # and got no reply (see ``ProgressGuard._unanswered_repeats_after``)
     unanswered_repeat: tuple[tuple[str, int], ...] = ()
+    # a shell line's command (its hash) -> the step it last ran at after every write of its line
+    ran: PathCounts = field(default_factory=PathCounts)
 
 
 def _as_mapping(args: Any) -> Mapping:
@@ -335,7 +340,7 @@ class _Prepared:
     call. ``echoes`` and ``shape`` are needed only by some calls (a result that lists items,
     a write), so they are derived on first use."""
 
-    __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers", "view",
+    __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers", "view", "parts", "moves",
                  "_call_args", "_tool", "_normal_json", "_echoes", "_shape", "_what")
 
     def __init__(self, key: tuple, family: tuple, free: tuple[str, ...], skeleton: int, writes: bool, code: bool,
@@ -349,6 +354,10 @@ class _Prepared:
         self.code = code  # the call carries a command or program text
         self.numbers = numbers  # the numbers in the call's own values, as a result may echo them
         self.view = None  # the file lines the call shows (``detectors.file_views.View``), if it is a view
+        # a shell line's commands in order, each (hash with the directories the line moved to
+        # before it, writes, inert); None when not a shell line
+        self.parts: tuple[tuple[int, bool, bool], ...] | None = None
+        self.moves = False  # the line changes the shell's directory (``cd``)
         self._call_args = call_args  # as the call gave them
         self._tool = tool
         self._normal_json = normal_json
@@ -399,8 +408,8 @@ class ProgressGuard(Detector):
     """Flag calls that cannot make progress: result-aware, layered, nudge first, then stop.
 
     See the module docstring for the layers. Parameters (all with per-tool overrides in
-    ``tool_overrides``, except ``max_steps``, ``escalate``, ``recovery_calls``, ``semantic``
-    and ``shown_lines``):
+    ``tool_overrides``, except ``max_steps``, ``escalate``, ``recovery_calls``, ``semantic``,
+    ``shown_lines`` and ``shell_parts``):
 
     - ``max_retries`` (3): retries of a call after transient errors that stay allowed;
     - ``poll_limit`` (50): polls of one call allowed while its answer keeps changing;
@@ -418,6 +427,12 @@ class ProgressGuard(Detector):
       it runs (``detectors.file_views``). Off by default: the labelling rubric reads such a
       view as redundant, the synthetic ``editor_focus`` family as a new look; measured both
       ways in docs/detectors.md;
+    - ``shell_parts`` (False): judge a shell line by its commands (split at ``&&``, ``;``,
+      line breaks; here-documents kept whole): a line made only of commands that earlier
+      lines already ran, after their last write, with nothing written since and no ``cd``
+      between, is a repeat (the check a line ran right after its patch, run again alone).
+      Off by default: written from public mini-swe-agent runs, it moves nothing on the
+      corpora it was not derived from; measured in docs/detectors.md;
     - ``stop_after`` (1): strikes (findings) on a path before the next one stops (per tool: a
       finding on that tool stops after that many strikes on the path, of any tool);
     - ``nudge_after`` (0): strikes on a path that pass silently before findings nudge (per
@@ -472,6 +487,7 @@ class ProgressGuard(Detector):
         semantic: bool = True,
         semantic_vectors: str = "model",
         shown_lines: bool = False,
+        shell_parts: bool = False,
         stop_after: int = 1,
         nudge_after: int = 0,
         skip_layers: tuple[str, ...] = (),
@@ -490,6 +506,7 @@ class ProgressGuard(Detector):
         self.semantic = semantic
         self.semantic_vectors = semantic_vectors
         self.shown_lines = shown_lines
+        self.shell_parts = shell_parts
         self.stop_after = stop_after
         self.nudge_after = nudge_after
         self.skip_layers = skip_layers
@@ -599,6 +616,19 @@ class ProgressGuard(Detector):
                              frozenset(_echo_tokens(call.args)),
                              call.args, call.tool, normal_json)
         prepared.view = view_of(call, self._effects) if self.shown_lines else None
+        if command_tool and self.shell_parts:
+            lines = [v for k, v in args.items() if isinstance(v, str) and str(k).lower() in SHELL_KEYS]
+            found = command_parts(lines[0]) if len(lines) == 1 else None
+            if found:
+                as_written = "code_cosmetic" in self.switched_off(call.tool)[1]
+                parts, where = [], ""
+                for part in found:
+                    form = part.replace("\r\n", "\n") if as_written else cosmetic_form(part)
+                    if moves(part):  # a command after ``cd src`` is another command than the same one before it
+                        where += "\x00" + form
+                        prepared.moves = True
+                    parts.append((_h(where + "\x01" + form), writes(part), moves(part) or inert(part)))
+                prepared.parts = tuple(parts)
         return prepared
 
     def _line_results(self, call: ToolCall, p: _Prepared) -> bool:
@@ -699,6 +729,14 @@ class ProgressGuard(Detector):
                 times = "once" if info.count == 1 else f"{info.count} times"
                 return _Finding("signature", f"already ran {times} on this path ({ago} call(s) ago) and "
                                              f"{'returned nothing new' if not info.informative else 'its result is already known'}"), 1.0
+        if info is None and p.parts and mode != "mutating" and "signature" not in skip:
+            # A shell line is a sequence of commands: one made only of commands that earlier
+            # lines already ran, after their last write, with nothing written since, runs
+            # nothing new (the check a line ran right after its patch, run again alone).
+            steps = [state.ran.get(h) for h, _, idle in p.parts if not idle]
+            if steps and all(s is not None and s >= state.last_mutation for s in steps):
+                return _Finding("signature", f"runs only commands that already ran since the last write "
+                                             f"(the latest {state.step - max(steps)} call(s) ago)"), 1.0
         view = p.view
         if (view is not None and view.first is not None and state.shown and "drift" not in skip
                 and view.last - view.first < MAX_RANGE):  # ``view`` is set only with ``shown_lines``
@@ -991,6 +1029,16 @@ class ProgressGuard(Detector):
         # writes a file and then runs it reports the run's failure, the file was written.
         wrote = write_ok or (mode == "mutating" and (self._command_text(call.tool) or "failed_write" in rules))
         file_writes, writes_anywhere = self._written(state, call, wrote)
+        # A line that changed directory may have left a lasting shell elsewhere: what earlier
+        # lines ran no longer says what the same command shows now.
+        ran = PathCounts() if p.moves else state.ran
+        if p.parts and not observation.error:
+            # What ran after the line's last write saw the world as it is now; a failed line may
+            # have stopped before any of its commands, so it tells nothing.
+            last_write = max((i for i, (_, w, _) in enumerate(p.parts) if w), default=-1)
+            after = [h for h, _, idle in p.parts[last_write + 1:] if not idle]
+            if after:
+                ran = ran.with_all(after, state.step)
         shown, file_ends = state.shown, state.file_ends
         if p.view is not None and not observation.error:
             numbers = shown_lines(p.view, text)
@@ -1065,7 +1113,7 @@ class ProgressGuard(Detector):
             last_write_shape=p.shape if wrote else state.last_write_shape,
             write_drift=(p.shape == state.last_write_shape) if wrote else state.write_drift,
             not_there=self._not_there_after(state, call, p, news), unanswered_repeat=unanswered_repeat,
-            shown=shown, file_writes=file_writes, writes_anywhere=writes_anywhere, file_ends=file_ends,
+            shown=shown, file_writes=file_writes, writes_anywhere=writes_anywhere, file_ends=file_ends, ran=ran,
         )
 
     def _written(self, state: GuardState, call: ToolCall, wrote: bool) -> tuple[PathCounts, int]:

@@ -144,6 +144,7 @@ def test_a_slice_is_flagged_exactly_when_every_line_of_it_was_shown_since_the_la
     on slices the model does not flag)."""
     lines = 60
     shown: set[int] = set()
+    end = None  # the file's last line, once a view ran past it (until the file is written)
     g = LoopGuard(semantic=False, shown_lines=True, stop_after=10_000)  # nudges only, never a stop
     for i, action in enumerate(actions):
         if action[0] == "edit":
@@ -153,6 +154,7 @@ def test_a_slice_is_flagged_exactly_when_every_line_of_it_was_shown_since_the_la
             g.record("str_replace_editor", edit, "edited" if ok else "No replacement was performed.", error=not ok)
             if ran and ok and path == "/t/a.py":
                 shown.clear()
+                end = None
             continue
         _, lo, width = action
         hi = lo + width
@@ -161,7 +163,9 @@ def test_a_slice_is_flagged_exactly_when_every_line_of_it_was_shown_since_the_la
         reason = decision.reason or ""
         mine = "all of them shown already" in reason
         if lo <= lines:
-            if set(range(lo, min(hi, lines) + 1)) <= shown:
+            # a slice that runs past line 60 is known to hold no more only once a view has shown
+            # where the file ends: before that, its lines past 60 may exist and are not shown
+            if set(range(lo, (hi if end is None else min(hi, end)) + 1)) <= shown:
                 assert mine or reason.startswith("loop-guard: signature"), (lo, hi, sorted(shown), reason)
             else:
                 assert not mine, (lo, hi, sorted(shown))
@@ -169,3 +173,5 @@ def test_a_slice_is_flagged_exactly_when_every_line_of_it_was_shown_since_the_la
         g.record("str_replace_editor", args, body)
         if decision.verdict is Verdict.ALLOW:
             shown |= set(range(lo, min(hi, lines) + 1))
+        if lo <= lines < hi:
+            end = lines
