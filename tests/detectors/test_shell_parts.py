@@ -49,6 +49,15 @@ def test_joined_commands_split_back_into_themselves(commands, seps):
     assert command_parts(line) == tuple(commands)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(list("ab ;&|()\n\\'\"#<>-{}$") + ["<<EOF", "EOF", "<<-'X'", "\tX", "cd ", "for ", "&&"]),
+                max_size=30).map("".join))
+def test_any_text_splits_into_nonempty_parts_or_none(line):
+    """Trace text is untrusted: whatever a line holds, splitting it returns parts or None, never raises."""
+    parts = command_parts(line)
+    assert parts is None or all(isinstance(p, str) and p == p.strip() and p for p in parts)
+
+
 def _run(guard: ProgressGuard, steps):
     """Feed ``(command, output, error)`` steps; the verdict of each."""
     s = guard.start()
