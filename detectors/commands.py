@@ -11,6 +11,8 @@ through, a write taken for a read makes an edit-then-test cycle look like a loop
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 #: Argument names that hold a command or program text rather than prose. The editor tools'
 #: old and new text are code too (``str_replace_editor``'s ``old_str``, Claude Code's and Gemini
@@ -195,3 +197,51 @@ def inert(part: str) -> bool:
 def moves(part: str) -> bool:
     """True for a command that changes the shell's directory (``cd``, ``pushd``, ``popd``)."""
     return bool(_MOVES.match(part))
+
+
+#: Arguments whose text is a shell line (a program text under ``code`` is no shell line).
+SHELL_KEYS = frozenset(("command", "cmd", "commands", "bash", "shell"))
+
+
+def shell_line(args: Any) -> str | None:
+    """The shell line a shell tool's call carries: its one string argument named as a shell
+    line is (``command``, ``cmd`` ...); None when it has none, or several."""
+    if not isinstance(args, Mapping):
+        return None
+    lines = [v for k, v in args.items() if isinstance(v, str) and str(k).lower() in SHELL_KEYS]
+    return lines[0] if len(lines) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One command of a shell line, as ``progress_guard(shell_parts=True)`` and ``loopbench
+    label`` compare it."""
+
+    key: str  # its text in ``form``, after the directories its line moved to before it
+    writes: bool
+    idle: bool  # reads nothing of the world: ``echo``, ``set -e``, or a move (``cd``)
+    moves: bool
+
+
+def line_commands(text: str, form: Callable[[str], str] = cosmetic_form) -> tuple[Command, ...] | None:
+    """The commands of a shell line (:func:`command_parts`), each keyed by its text in ``form``
+    and the directories the line moved to before it: ``cd a && ls`` and ``cd b && ls`` run two
+    commands. None when the line's parts are unknown."""
+    parts = command_parts(text)
+    if not parts:
+        return None
+    out, where = [], ""
+    for part in parts:
+        key = form(part)
+        move = moves(part)
+        if move:
+            where += "\x00" + key
+        out.append(Command(where + "\x01" + key, writes(part), move or inert(part), move))
+    return tuple(out)
+
+
+def run_after_writes(commands: tuple[Command, ...]) -> list[Command]:
+    """The commands of a line that ran after its last write, less the idle ones: what the line
+    showed of the world as it is once the line is done."""
+    last = max((i for i, c in enumerate(commands) if c.writes), default=-1)
+    return [c for c in commands[last + 1:] if not c.idle]

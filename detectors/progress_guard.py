@@ -55,7 +55,7 @@ import numpy as np
 import xxhash
 
 from .callmemo import ArgsMemo, CallMemo
-from .commands import CODE_KEYS, command_parts, cosmetic_form, inert, moves, writes
+from .commands import CODE_KEYS, Command, cosmetic_form, line_commands, run_after_writes, shell_line, writes
 from .effects import Effects
 from .file_views import MAX_RANGE, file_end, shown_lines, view_of, written_files
 from .pathmap import PathCounts
@@ -160,9 +160,6 @@ LITERAL_FIND = re.compile(r"^(lookup|grep|rg|ctrl_f)$|find_(in|on)_page|search_i
 #: Cosine above which a request is the same request nearly word for word (a few words
 #: added, dropped or swapped), not merely the same intent (``similarity``).
 NEAR_VERBATIM = 0.9
-
-#: Arguments whose text is a shell line (a program text under ``code`` is no shell line).
-SHELL_KEYS = frozenset(("command", "cmd", "commands", "bash", "shell"))
 
 _FREE_KEYS = frozenset((
     "query", "q", "queries", "prompt", "text", "message", "question", "instruction", "instructions",
@@ -326,8 +323,12 @@ class GuardState:
     # (tool, skeleton) whose last request repeated, nearly word for word, an answered one
     # and got no reply (see ``ProgressGuard._unanswered_repeats_after``)
     unanswered_repeat: tuple[tuple[str, int], ...] = ()
-    # a shell line's command (its hash) -> the step it last ran at after every write of its line
+    # a shell line's command (``Command.key``) -> the step it last ran at after every write of its line
     ran: PathCounts = field(default_factory=PathCounts)
+
+
+def _as_written(code: str) -> str:
+    return code.replace("\r\n", "\n")
 
 
 def _as_mapping(args: Any) -> Mapping:
@@ -340,7 +341,7 @@ class _Prepared:
     call. ``echoes`` and ``shape`` are needed only by some calls (a result that lists items,
     a write), so they are derived on first use."""
 
-    __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers", "view", "parts", "moves",
+    __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers", "view", "commands",
                  "_call_args", "_tool", "_normal_json", "_echoes", "_shape", "_what")
 
     def __init__(self, key: tuple, family: tuple, free: tuple[str, ...], skeleton: int, writes: bool, code: bool,
@@ -354,10 +355,8 @@ class _Prepared:
         self.code = code  # the call carries a command or program text
         self.numbers = numbers  # the numbers in the call's own values, as a result may echo them
         self.view = None  # the file lines the call shows (``detectors.file_views.View``), if it is a view
-        # a shell line's commands in order, each (hash with the directories the line moved to
-        # before it, writes, inert); None when not a shell line
-        self.parts: tuple[tuple[int, bool, bool], ...] | None = None
-        self.moves = False  # the line changes the shell's directory (``cd``)
+        # a shell line's commands in order (``shell_parts``); None when not a shell line
+        self.commands: tuple[Command, ...] | None = None
         self._call_args = call_args  # as the call gave them
         self._tool = tool
         self._normal_json = normal_json
@@ -596,7 +595,7 @@ class ProgressGuard(Detector):
             # Code as written: without the rule no edit is cosmetic. (Prose normalisation —
             # whitespace collapsed, case folded — would make code that differs in its
             # indentation, which in Python is meaning, the same call.)
-            normal.update({str(k).casefold(): v.replace("\r\n", "\n") for k, v in code.items()})
+            normal.update({str(k).casefold(): _as_written(v) for k, v in code.items()})
         else:
             normal.update({str(k).casefold(): cosmetic_form(v) for k, v in code.items()})
         normal_json = canonical_json(normal)
@@ -616,19 +615,9 @@ class ProgressGuard(Detector):
                              frozenset(_echo_tokens(call.args)),
                              call.args, call.tool, normal_json)
         prepared.view = view_of(call, self._effects) if self.shown_lines else None
-        if command_tool and self.shell_parts:
-            lines = [v for k, v in args.items() if isinstance(v, str) and str(k).lower() in SHELL_KEYS]
-            found = command_parts(lines[0]) if len(lines) == 1 else None
-            if found:
-                as_written = "code_cosmetic" in self.switched_off(call.tool)[1]
-                parts, where = [], ""
-                for part in found:
-                    form = part.replace("\r\n", "\n") if as_written else cosmetic_form(part)
-                    if moves(part):  # a command after ``cd src`` is another command than the same one before it
-                        where += "\x00" + form
-                        prepared.moves = True
-                    parts.append((_h(where + "\x01" + form), writes(part), moves(part) or inert(part)))
-                prepared.parts = tuple(parts)
+        if command_tool and self.shell_parts and (line := shell_line(args)) is not None:
+            as_written = "code_cosmetic" in self.switched_off(call.tool)[1]
+            prepared.commands = line_commands(line, _as_written if as_written else cosmetic_form)
         return prepared
 
     def _line_results(self, call: ToolCall, p: _Prepared) -> bool:
@@ -729,11 +718,11 @@ class ProgressGuard(Detector):
                 times = "once" if info.count == 1 else f"{info.count} times"
                 return _Finding("signature", f"already ran {times} on this path ({ago} call(s) ago) and "
                                              f"{'returned nothing new' if not info.informative else 'its result is already known'}"), 1.0
-        if info is None and p.parts and mode != "mutating" and "signature" not in skip:
+        if info is None and p.commands and mode != "mutating" and "signature" not in skip:
             # A shell line is a sequence of commands: one made only of commands that earlier
             # lines already ran, after their last write, with nothing written since, runs
             # nothing new (the check a line ran right after its patch, run again alone).
-            steps = [state.ran.get(h) for h, _, idle in p.parts if not idle]
+            steps = [state.ran.get(c.key) for c in p.commands if not c.idle]
             if steps and all(s is not None and s >= state.last_mutation for s in steps):
                 return _Finding("signature", f"runs only commands that already ran since the last write "
                                              f"(the latest {state.step - max(steps)} call(s) ago)"), 1.0
@@ -1031,14 +1020,13 @@ class ProgressGuard(Detector):
         file_writes, writes_anywhere = self._written(state, call, wrote)
         # A line that changed directory may have left a lasting shell elsewhere: what earlier
         # lines ran no longer says what the same command shows now.
-        ran = PathCounts() if p.moves else state.ran
-        if p.parts and not observation.error:
+        ran = PathCounts() if p.commands and any(c.moves for c in p.commands) else state.ran
+        if p.commands and not observation.error:
             # What ran after the line's last write saw the world as it is now; a failed line may
             # have stopped before any of its commands, so it tells nothing.
-            last_write = max((i for i, (_, w, _) in enumerate(p.parts) if w), default=-1)
-            after = [h for h, _, idle in p.parts[last_write + 1:] if not idle]
+            after = run_after_writes(p.commands)
             if after:
-                ran = ran.with_all(after, state.step)
+                ran = ran.with_all((c.key for c in after), state.step)
         shown, file_ends = state.shown, state.file_ends
         if p.view is not None and not observation.error:
             numbers = shown_lines(p.view, text)

@@ -4,7 +4,9 @@ A call is **redundant** when it re-issues an earlier call on its path and its re
 nothing the earlier results had not already returned. Unlike a detector, the labeller
 reads the judged call's own result (hindsight). The rules, all general:
 
-- *re-issue*: same tool, and the arguments are equal (``stale``), equal after cosmetic
+- *re-issue*: a shell line made only of commands that earlier lines ran after their last
+  write, nothing written since (``stale``: the check a patching line ran, run again alone);
+  or the same tool, and the arguments are equal (``stale``), equal after cosmetic
   normalisation — case, quoting, whitespace, code comments — (``cosmetic``), reworded
   natural-language text with the same content words (``paraphrased``; never for code:
   changed code is a re-test), or equal but for one nudged value that is not an
@@ -50,6 +52,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
+from detectors.commands import Command, line_commands, run_after_writes, shell_line
 from detectors.effects import Effects, effect_of
 from detectors.file_views import shown_lines, view_of, written_files
 from detectors.protocol import ToolCall, result_known
@@ -465,10 +468,41 @@ class _ShownLines:
         return None
 
 
+def _commands(node: ToolNode) -> tuple[Command, ...] | None:
+    """The commands of a shell tool's line, None for other calls."""
+    line = shell_line(node.call.args) if _EFFECTS.is_shell(node.call.tool) else None
+    return line_commands(line) if line is not None else None
+
+
+class _RanCommands:
+    """The commands the path's shell lines ran after their line's last write, since the last
+    write anywhere: a line made only of them re-issues them (a check run again alone after the
+    line that patched and ran it), whatever other text the earlier lines held."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, int] = {}  # command key -> the last path call that ran it
+
+    def reissued(self, node: ToolNode) -> int | None:
+        """The latest earlier call whose commands this line re-runs, when it runs nothing else."""
+        commands = _commands(node)
+        if not commands or any(c.writes for c in commands):
+            return None
+        found = [self.at.get(c.key) for c in commands if not c.idle]
+        return max(found) if found and None not in found else None
+
+    def observe(self, node: ToolNode, j: int) -> None:
+        commands = _commands(node)
+        if _wrote(node) or (commands and any(c.moves for c in commands)):
+            self.at.clear()  # the world, or the directory a lasting shell reads, may have changed
+        if commands and result_known(node.observation) and not node.observation.error:
+            self.at.update((c.key, j) for c in run_after_writes(commands))
+
+
 def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidence | None]:
     """node id -> the evidence that it is redundant (``None`` = not redundant), for one path."""
     out: dict[str, Evidence | None] = {}
     shown = _ShownLines()
+    ran = _RanCommands()
     seen: set[tuple[str, ...]] = set()
     seen_before_prev: set[tuple[str, ...]] = set()
     barren_run = 0  # consecutive calls whose results brought nothing
@@ -502,6 +536,11 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
             note = "identical result" if same_result else ("no result recorded" if unrecorded else "no new words")
             ev = Evidence(index[node.id], index[earlier.id], kind, sim, list(nv.sample), round(nv.share, 4), note)
             break
+        rerun = ran.reissued(node) if ev is None and nothing else None
+        if rerun is not None:
+            ev = Evidence(index[node.id], index[path[rerun].id], "stale", 1.0, list(nv.sample), round(nv.share, 4),
+                          "its commands already ran, with nothing written since")
+        ran.observe(node, j)
         again = shown.observe(node, j)
         if ev is None and again is not None:
             ev = Evidence(index[node.id], index[path[again[0]].id], "drift", 1.0, [], 0.0, again[1])

@@ -72,6 +72,23 @@ def test_a_slice_of_lines_already_shown_is_drift():
     assert _onset(_slices(other))[0] == 2  # a write to another file
 
 
+def test_a_line_that_reruns_commands_an_earlier_line_ran_after_its_patch_is_stale():
+    """The rubric's re-issue, for a shell line whose commands were parts of earlier lines: the
+    check a patching line ran, run again alone with nothing written since, shows nothing new."""
+    patch = ("bash", {"command": "cat > fix.py <<'EOF'\nopen('a.py', 'w').write(fixed)\nEOF\npython fix.py && python check.py"},
+             "<returncode>0</returncode>\n<output>\nPASS test_total 42\n</output>")
+    grep = ("bash", {"command": "grep -n total a.py"}, "<returncode>0</returncode>\n<output>\n3:total = 42\n</output>")
+    check = ("bash", {"command": "python check.py"}, "<returncode>0</returncode>\n<output>\nPASS test_total 42\n</output>")
+    assert _onset([patch, grep, check]) == (2, "stale")
+    edit = ("str_replace_editor", {"command": "str_replace", "path": "a.py", "old_str": "42", "new_str": "43"},
+            "The file a.py has been edited.")
+    assert _onset([patch, edit, check]) == (None, None)  # a re-test after a write
+    moved = ("bash", {"command": "cd sub && ls"}, "<returncode>0</returncode>\n<output>\ncheck.py\n</output>")
+    assert _onset([patch, moved, check]) == (None, None)  # a lasting shell may now run another check.py
+    failed = (patch[0], patch[1], "<returncode>1</returncode>\n<output>\nSyntaxError\n</output>", True)
+    assert _onset([failed, grep, check])[0] is None  # the line may have stopped before its check
+
+
 def test_fan_out_over_ids_is_not_a_loop():
     steps = [("get_reservation", {"reservation_id": f"R{i}X9"}, "Error: not found") for i in range(4)]
     assert _onset(steps) == (None, None)
