@@ -2,7 +2,10 @@
 
 An agent's own output seldom says whether the task was solved; SWE-bench's evaluation
 harness decides later and writes ``report.json`` (``{instance_id: {"resolved": bool, ...}}``,
-one file per instance under ``logs/run_evaluation/...``, or several merged). A run whose
+one file per instance under ``logs/run_evaluation/...``, or several merged), then a summary of
+the whole run (``<model>.<run_id>.json``, the same as ``sb-cli``'s report: ``{"resolved_ids":
+[...], "unresolved_ids": [...], "error_ids": [...], ...}``; an instance whose patch was empty or
+whose evaluation failed is unresolved, as SWE-bench counts it). A run whose
 format records no outcome takes its instance's ``resolved`` as ``success`` / ``failure``, so
 a replay's deploy figures (successful runs stopped, failed runs' calls saved) can be read.
 
@@ -29,7 +32,8 @@ class ReportError(ValueError):
 
 
 def read_reports(path: str | Path) -> dict[str, bool]:
-    """``instance_id -> resolved`` from a ``report.json`` file, or every one under a folder.
+    """``instance_id -> resolved`` from a ``report.json`` file or a run's summary, or every
+``report.json`` under a folder.
 
     Raises :class:`scenarios.trace.TraceError` when the path does not exist and
     :class:`ReportError` for a file that is not a report (it names the file).
@@ -48,10 +52,21 @@ def read_reports(path: str | Path) -> dict[str, bool]:
             raise ReportError(f"{file}: not valid JSON ({str(exc).split(':')[0]})") from None
         if not isinstance(data, dict):
             raise ReportError(f"{file}: expected an object {{instance_id: {{\"resolved\": true|false}}}}")
+        if isinstance(data.get("resolved_ids"), list):  # the run's summary
+            for key, resolved in _SUMMARY_LISTS:
+                ids = data.get(key) or []
+                if not isinstance(ids, list):
+                    raise ReportError(f"{file}: '{key}' must be a list of instance ids")
+                found.update((str(iid), resolved) for iid in ids)
+            continue
         for iid, rep in data.items():
             if isinstance(rep, dict) and isinstance(rep.get("resolved"), bool):
                 found[iid] = rep["resolved"]
     return found
+
+
+#: A run summary's lists of instance ids and what each says, resolved last so it wins a clash.
+_SUMMARY_LISTS = (("empty_patch_ids", False), ("error_ids", False), ("unresolved_ids", False), ("resolved_ids", True))
 
 
 def instance_of(ep: Episode) -> str:

@@ -22,7 +22,13 @@ whose first line is no JSON value on its own holds one conversation, pretty-prin
 mini-swe-agent ``*.traj.json``: ``{"messages": [...], "info": ...}``): its id is the file
 name without ``.json``. A tool result that opens with ``<returncode>N</returncode>`` (how
 mini-swe-agent reports a command) is an error when N is not 0, and so is one that opens with
-``<exception>`` (a command that could not finish: a time-out).
+``<exception>`` (a command that could not finish: a time-out). mini-swe-agent before 2.0
+(``"trajectory_format": "mini-swe-agent-1"``, the runs of SWE-bench's bash-only leaderboard)
+called no tools: its action is the one ```` ```bash ```` block of an assistant message, run as a
+``bash`` call with ``{"command": ...}``, and the next user message is its result (its time-out
+message, "The last command ... timed out", an error); a message with no block or several ran
+nothing (the agent was told to send exactly one). A folder is searched recursively
+(mini-swe-agent writes ``<instance>/<instance>.traj.json``).
 
 A chat transcript does not say how the run ended: the outcome is ``unknown`` unless the
 line gives one as ``"outcome": "success" | "failure" | "unknown"`` beside ``messages``
@@ -46,6 +52,10 @@ from ._common import EpisodeBuilder, Report, as_text, each_file, json_records, l
 FORMAT = "openai"
 SUFFIXES = (".jsonl", ".json", ".ndjson")
 _RETURNCODE = re.compile(r"\s*<returncode>\s*(-?\d+)\s*</returncode>")
+# mini-swe-agent 1.x's action: the one bash block of a reply (its own parsing rule).
+_BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+#: The ``trajectory_format`` of mini-swe-agent runs whose actions are bash blocks in the text.
+TEXT_ACTIONS_FORMAT = "mini-swe-agent-1"
 
 
 def add_conversation(
@@ -54,9 +64,13 @@ def add_conversation(
     report: Report,
     where: str,
     is_error: Callable[[str], bool] | None = None,
+    text_actions: bool = False,
 ) -> None:
-    """Append an OpenAI message list to ``builder``; ``is_error`` flags failed tool results."""
+    """Append an OpenAI message list to ``builder``; ``is_error`` flags failed tool results.
+    With ``text_actions`` an assistant message that calls no tool and holds exactly one bash
+    block is a ``bash`` call, and the user message after it is the call's result."""
     open_calls: list[tuple[str | None, ToolNode]] = []  # (source call id, node), oldest first
+    text_call: ToolNode | None = None  # a bash block's call awaiting the next user message
 
     for j, msg in enumerate(messages):
         here = f"{where}: message {j}"
@@ -66,6 +80,11 @@ def add_conversation(
         role = msg.get("role")
         if not isinstance(role, str):
             report(f"{here}: missing or non-string 'role', skipped")
+            continue
+        if role == "user" and text_call is not None:
+            content = as_text(msg.get("content"))
+            builder.result(text_call, content, bool(is_error and is_error(content)))
+            text_call = None
             continue
         if role in ("tool", "function"):
             content = as_text(msg.get("content"))
@@ -85,6 +104,10 @@ def add_conversation(
         content = as_text(msg.get("content"))
         if content or not calls:
             builder.message(role, content)
+        if text_actions and role == "assistant" and not calls:
+            blocks = _BASH_BLOCK.findall(content)
+            if len(blocks) == 1:
+                text_call = builder.call("bash", {"command": blocks[0].strip()}, None, turn=j)
         for k, tc in enumerate(calls):
             fn = tc.get("function") if isinstance(tc, dict) else None
             name = fn.get("name") if isinstance(fn, dict) else None
@@ -113,7 +136,8 @@ def _take(open_calls: list[tuple[str | None, ToolNode]], cid: str | None, report
 def _returncode_error(content: str) -> bool:
     """mini-swe-agent renders a command's result as ``<returncode>N</returncode>...``, after an
     ``<exception>...</exception>`` when the command could not finish (a time-out)."""
-    if content.lstrip().startswith("<exception>"):
+    head = content.lstrip()
+    if head.startswith("<exception>") or (head.startswith("The last command") and "timed out" in head[:5000]):
         return True
     m = _RETURNCODE.match(content)
     return m is not None and m.group(1) != "0"
@@ -144,7 +168,8 @@ def _conversation(path: Path, report: Report, seen: set[str], wanted_id: str, wh
         report(f"{where}: 'outcome' must be one of {', '.join(OUTCOMES)}, got {str(outcome)[:40]!r}; read as unknown")
         outcome = UNKNOWN
     builder = EpisodeBuilder(unique_id(seen, wanted_id), FORMAT, path, **meta, **{OUTCOME_KEY: outcome})
-    add_conversation(builder, messages, report, where, _returncode_error)
+    text_actions = isinstance(rec, dict) and rec.get("trajectory_format") == TEXT_ACTIONS_FORMAT
+    add_conversation(builder, messages, report, where, _returncode_error, text_actions)
     return builder.ep
 
 
@@ -164,4 +189,4 @@ def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
 
 def iter_episodes(path: str | Path, problems: list[str] | None = None) -> Iterator[Episode]:
     """Episodes of an OpenAI chat JSONL file (or a directory of them); problems go to ``problems``."""
-    return each_file(path, SUFFIXES, _iter_file, problems)
+    return each_file(path, SUFFIXES, _iter_file, problems, recursive=True)

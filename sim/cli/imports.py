@@ -15,7 +15,8 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, main, report_problems)
                    "claude-code, codex, swe-agent.")
 @click.option("-o", "--out", "out_path", required=True, help="Output trace file (JSON Lines; the trace format of docs/traces.md).")
 @click.option("--outcomes", "outcomes_path", default=None,
-              help="SWE-bench evaluation report.json files (one, or a folder searched for them): each run whose "
+              help="SWE-bench evaluation report.json files (one, or a folder searched for them) or a run's summary "
+                   "(resolved_ids / unresolved_ids, as the harness and sb-cli write it): each run whose "
                    "format records no outcome takes its instance's `resolved`.")
 def import_cmd(file, fmt, out_path, outcomes_path) -> None:
     """Convert a real agent-trace file (or folder) into the loopbench trace format."""

@@ -24,7 +24,8 @@ from sim.cli.app import (EXIT_SKIPPED, LoopbenchError, check_timeout_value, defa
               help="A labels file (from `loopbench label --review`'s export): its labels are applied to the traces "
                    "they match by call-list hash, which makes them scoreable.")
 @click.option("--outcomes", "outcomes_path", default=None,
-              help="SWE-bench evaluation report.json files (one, or a folder searched for them): each run whose "
+              help="SWE-bench evaluation report.json files (one, or a folder searched for them) or a run's summary "
+                   "(resolved_ids / unresolved_ids, as the harness and sb-cli write it): each run whose "
                    "format records no outcome takes its instance's `resolved` (docs/traces.md).")
 @click.option("--force", is_flag=True, help="Empty --out first when it holds an earlier run (without it, a non-empty --out is refused).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")

@@ -273,6 +273,36 @@ def test_a_pretty_printed_conversation_is_one_episode_and_returncodes_say_errors
     assert [ep.id for ep in import_file("openai", lines)[0]] == ["chats:0", "chats:1"]
 
 
+def test_mini_swe_agent_1x_actions_are_the_bash_blocks_of_its_replies():
+    """Before 2.0 mini-swe-agent called no tools: the one bash block of a reply ran, and the next
+    user message is its output; a reply with two blocks ran nothing. A run folder is searched
+    recursively, and the summary beside the runs (``preds.json``) is no conversation."""
+    (ep,), problems = import_file("openai", FIXTURES / "mini_swe_agent_v1")
+    assert ep.id == "demo__demo-1.traj" and len(problems) == 1 and "preds.json" in problems[0]
+    assert [(n.call.tool, n.call.args["command"], n.observation.error) for n in ep.tool_nodes()] == [
+        ("bash", "nl -ba src/calc.py | sed -n '1,5p'", False),
+        ("bash", "sed -i 's/ + 1//' src/calc.py && python -c 'from src.calc import total; print(total([1, 2]))'", False),
+        ("bash", "pytest -q tests", True),
+        ("bash", "pytest -q", True),  # "The last command ... timed out"
+        ("bash", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached", False)]
+    assert ep.tool_nodes()[0].observation.content.startswith("<returncode>0</returncode>")
+    # the replies stay the agent's text, the format error the harness's message to it
+    texts = [n.message.content for n in ep.nodes if isinstance(n, ThinkNode)]
+    assert any("found 2 actions" in t for t in texts) and any(t.startswith("THOUGHT: Two ideas") for t in texts)
+    # the same messages under mini-swe-agent 1.1's format are read by their tool calls only
+    doc = json.loads((FIXTURES / "mini_swe_agent_v1" / "demo__demo-1" / "demo__demo-1.traj.json").read_text())
+    doc["trajectory_format"] = "mini-swe-agent-1.1"
+    (ep,), _ = import_file("openai", _write(doc))
+    assert ep.tool_nodes() == []
+
+
+def _write(doc: dict) -> Path:
+    import tempfile
+    path = Path(tempfile.mkdtemp()) / "x__y-1.traj.json"
+    path.write_text(json.dumps(doc, indent=2))
+    return path
+
+
 # -- codex -----------------------------------------------------------------------------
 CODEX = FIXTURES / "codex_sample.jsonl"
 

@@ -47,6 +47,19 @@ def test_reports_grade_the_runs_of_their_instances(tmp_path):
         "django__django-1", "django__django-1", "x__y-2"]
 
 
+def test_a_runs_summary_grades_its_instances(tmp_path):
+    """The harness's summary of a run (``<model>.<run_id>.json``) and sb-cli's report: an empty
+    patch or a failed evaluation is unresolved, as SWE-bench counts it; an id it lists nowhere
+    is not graded."""
+    summary = tmp_path / "gemini.run1.json"
+    summary.write_text(json.dumps({"total_instances": 5, "resolved_ids": ["a__a-1"], "unresolved_ids": ["b__b-2"],
+                                   "error_ids": ["c__c-3"], "empty_patch_ids": ["d__d-4"], "incomplete_ids": ["e__e-5"]}))
+    assert read_reports(summary) == {"a__a-1": True, "b__b-2": False, "c__c-3": False, "d__d-4": False}
+    summary.write_text(json.dumps({"resolved_ids": ["a__a-1"], "unresolved_ids": "b__b-2"}))
+    with pytest.raises(ReportError, match=r"gemini.run1.json: 'unresolved_ids' must be a list"):
+        read_reports(summary)
+
+
 def test_bad_reports_are_one_line_naming_the_file(tmp_path):
     with pytest.raises(TraceError, match="no such file"):
         read_reports(tmp_path / "missing")
