@@ -83,6 +83,8 @@ RULES: dict[str, str] = {
     "unanswered_retry": "a call that ran without a reply may be asked again, up to max_retries",
     "failed_write": "a write that failed changed nothing: a read right after it that repeats is a repeat",
     "undo_once": "writing a value back after the same write with other numbers is an undo, allowed once",
+    "redo_write": "a file or shell write made again after a write that may have undone it (a shell line, a write "
+                  "to one of its files) is no repeat: a fix re-applied after it was reverted to see the test fail",
     "blind_trial": "a re-run whose last two runs gave the same result, with writes between that differ "
                    "only in their numbers, is a repeat",
     "write_progress": "a write that went through is progress for the drift layer, even when its answer "
@@ -298,6 +300,11 @@ class GuardState:
     lines: PathCounts = field(default_factory=PathCounts)  # tokens seen in results on this path
     sem: SemEntry | None = None
     last_mutation: int = -1
+    # the step of the last shell or code write (its files not known), of the last write to a
+    # declared file, and per file: what may have undone an earlier write (``redo_write``)
+    shell_write_at: int = -1
+    file_write_at: int = -1
+    written_at: PathCounts = field(default_factory=PathCounts)
     stale_streak: int = 0
     error_tool: str | None = None
     error_key: int | None = None
@@ -701,6 +708,8 @@ class ProgressGuard(Detector):
                                                  "differ only in their numbers; they do not change what it shows"), 1.0
             elif mode == "mutating" and info.count == 1 and "undo_once" not in rules and self._overwritten(state, p, info):
                 pass  # the value was set otherwise since: writing it again sets it back (an undo), once
+            elif mode == "mutating" and "redo_write" not in rules and self._undone_since(state, call, info.last_step):
+                pass  # a later write may have undone it: writing it again is a change again
             elif mode == "poll":
                 if info.prev_fp is not None and info.prev_fp == info.last_fp:
                     return _Finding("signature", "was polled twice with the same answer"), 1.0
@@ -1018,6 +1027,13 @@ class ProgressGuard(Detector):
         # writes a file and then runs it reports the run's failure, the file was written.
         wrote = write_ok or (mode == "mutating" and (self._command_text(call.tool) or "failed_write" in rules))
         file_writes, writes_anywhere = self._written(state, call, wrote)
+        shell_write_at, file_write_at, written_at = state.shell_write_at, state.file_write_at, state.written_at
+        if wrote:
+            files = written_files(call, self._effects)
+            if files is not None:
+                file_write_at, written_at = state.step, written_at.with_all(files, state.step)
+            elif self._command_text(call.tool):
+                shell_write_at = state.step
         # A line that changed directory may have left a lasting shell elsewhere: what earlier
         # lines ran no longer says what the same command shows now.
         ran = PathCounts() if p.commands and any(c.moves for c in p.commands) else state.ran
@@ -1102,7 +1118,27 @@ class ProgressGuard(Detector):
             write_drift=(p.shape == state.last_write_shape) if wrote else state.write_drift,
             not_there=self._not_there_after(state, call, p, news), unanswered_repeat=unanswered_repeat,
             shown=shown, file_writes=file_writes, writes_anywhere=writes_anywhere, file_ends=file_ends, ran=ran,
+            shell_write_at=shell_write_at, file_write_at=file_write_at, written_at=written_at,
         )
+
+    def _undone_since(self, state: GuardState, call: ToolCall, step: int) -> bool:
+        """A write to files (a shell line, a declared file write) that a later write may have
+        undone: since ``step``, a shell or code write ran (its files are not known), or a
+        declared write to one of its files (to any file, when its own are not known). A record
+        write through an API (a booking) is undone by nothing but another write of its own kind
+        (``undo_once``).
+
+        Why it is general: reverting a fix to watch the test fail, then applying it again, is
+        how an agent checks that its fix is what makes the test pass; the second write changes
+        the file again, while a write repeated on an unchanged world changes nothing."""
+        files = written_files(call, self._effects)
+        if files is None and not self._command_text(call.tool):
+            return False
+        if state.shell_write_at > step:
+            return True
+        if files is None:
+            return state.file_write_at > step
+        return any(state.written_at.get(f, -1) > step for f in files)
 
     def _written(self, state: GuardState, call: ToolCall, wrote: bool) -> tuple[PathCounts, int]:
         """The write stamps after ``call``: a write to a declared file moves that file's, any

@@ -28,7 +28,8 @@ called no tools: its action is the one ```` ```bash ```` block of an assistant m
 ``bash`` call with ``{"command": ...}``, and the next user message is its result (its time-out
 message, "The last command ... timed out", an error); a message with no block or several ran
 nothing (the agent was told to send exactly one). A folder is searched recursively
-(mini-swe-agent writes ``<instance>/<instance>.traj.json``).
+(mini-swe-agent writes ``<instance>/<instance>.traj.json``, and its ``preds.json`` of patches
+beside them is passed over).
 
 A chat transcript does not say how the run ended: the outcome is ``unknown`` unless the
 line gives one as ``"outcome": "success" | "failure" | "unknown"`` beside ``messages``
@@ -173,9 +174,17 @@ def _conversation(path: Path, report: Report, seen: set[str], wanted_id: str, wh
     return builder.ep
 
 
+def _predictions(rec: Any) -> bool:
+    """mini-swe-agent's ``preds.json`` beside its runs: ``{instance: {"model_patch": ...}}``."""
+    return (isinstance(rec, dict) and bool(rec) and "messages" not in rec
+            and all(isinstance(v, dict) and "model_patch" in v for v in rec.values()))
+
+
 def _iter_file(path: Path, report: Report, seen: set[str]) -> Iterator[Episode]:
     if _one_document(path):
         rec = load_json(path, report)
+        if _predictions(rec):
+            return  # the run's patches, no conversation: nothing to skip or report
         if rec is not None:
             ep = _conversation(path, report, seen, path.name.removesuffix(".json"), str(path), rec)
             if ep is not None:

@@ -178,6 +178,42 @@ def line_news(g: LoopGuard) -> Verdict:
     return g.check("bash", {"command": "python -m pytest -q tests/test_models.py"}).verdict
 
 
+def redo_write(g: LoopGuard) -> Verdict:
+    """A fix reverted to watch the test fail, then applied again."""
+    fix = {"command": "sed -i 's/PERMS = None/PERMS = 0o644/' conf/settings.py"}
+    g.record("bash", fix, "<returncode>0</returncode>\n<output>\n</output>")
+    g.record("bash", {"command": "sed -i 's/PERMS = 0o644/PERMS = None/' conf/settings.py"},
+             "<returncode>0</returncode>\n<output>\n</output>")
+    g.record("bash", {"command": "python -m pytest -q tests/test_perms.py"},
+             "<returncode>1</returncode>\n<output>\n1 failed\n</output>", error=True)
+    return g.check("bash", fix).verdict
+
+
+def test_a_write_made_again_is_a_repeat_unless_a_later_write_may_have_undone_it():
+    """``redo_write``'s reach: a shell write or a declared file write that ran again after a
+    write that may have undone it is no repeat; the same write with nothing written since, or
+    with only a write to another declared file, or an API record write after another write, is."""
+    edit = {"command": "str_replace", "path": "/r/a.py", "old_str": "x = 1", "new_str": "x = 2"}
+    ok = "The file /r/a.py has been edited."
+    cases = [
+        ([("str_replace_editor", edit, ok)], ("str_replace_editor", edit), NUDGE),  # nothing since
+        ([("str_replace_editor", edit, ok), ("str_replace_editor", {**edit, "old_str": "x = 2", "new_str": "x = 1"}, ok)],
+         ("str_replace_editor", edit), ALLOW),  # undone by a write to its file
+        ([("str_replace_editor", edit, ok), ("str_replace_editor", {**edit, "path": "/r/b.py"}, "The file /r/b.py has been edited.")],
+         ("str_replace_editor", edit), NUDGE),  # another file's write cannot undo it
+        ([("str_replace_editor", edit, ok), ("bash", {"command": "git checkout a.py"}, "")],
+         ("str_replace_editor", edit), ALLOW),  # a shell line: its files are not known
+        ([("update_order", {"order_id": "O1", "status": "shipped"}, '{"status": "shipped"}'),
+          ("update_order", {"order_id": "O2", "status": "shipped"}, '{"status": "shipped"}')],
+         ("update_order", {"order_id": "O1", "status": "shipped"}), NUDGE),  # a record write: no undo
+    ]
+    for before, (tool, args), expected in cases:
+        g = LoopGuard(semantic=False)
+        for t, a, out in before:
+            g.record(t, a, out)
+        assert g.check(tool, args).verdict is expected, (before, expected)
+
+
 def test_without_code_cosmetic_code_is_compared_as_written():
     """Switched off, the rule forgives nothing: code that differs in indentation (a snippet
     indented as a whole fails in Python) or case is another call, not a repeat."""
@@ -201,7 +237,7 @@ CASES = {
     "short_answer": (short_answer, ALLOW), "report_once": (report_once, ALLOW), "cross_check": (cross_check, ALLOW),
     "echo_mask": (echo_mask, NUDGE), "paging_poll": (paging_poll, ALLOW), "fan_out": (fan_out, ALLOW),
     "write_resets": (write_resets, ALLOW), "write_acts": (write_acts, ALLOW), "known_reread": (known_reread, ALLOW),
-    "line_news": (line_news, ALLOW),
+    "line_news": (line_news, ALLOW), "redo_write": (redo_write, ALLOW),
 }
 
 

@@ -276,9 +276,9 @@ def test_a_pretty_printed_conversation_is_one_episode_and_returncodes_say_errors
 def test_mini_swe_agent_1x_actions_are_the_bash_blocks_of_its_replies():
     """Before 2.0 mini-swe-agent called no tools: the one bash block of a reply ran, and the next
     user message is its output; a reply with two blocks ran nothing. A run folder is searched
-    recursively, and the summary beside the runs (``preds.json``) is no conversation."""
+    recursively, and the patches beside the runs (``preds.json``) are passed over."""
     (ep,), problems = import_file("openai", FIXTURES / "mini_swe_agent_v1")
-    assert ep.id == "demo__demo-1.traj" and len(problems) == 1 and "preds.json" in problems[0]
+    assert ep.id == "demo__demo-1.traj" and problems == []
     assert [(n.call.tool, n.call.args["command"], n.observation.error) for n in ep.tool_nodes()] == [
         ("bash", "nl -ba src/calc.py | sed -n '1,5p'", False),
         ("bash", "sed -i 's/ + 1//' src/calc.py && python -c 'from src.calc import total; print(total([1, 2]))'", False),
