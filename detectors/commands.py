@@ -240,6 +240,23 @@ def line_commands(text: str, form: Callable[[str], str] = cosmetic_form) -> tupl
     return tuple(out)
 
 
+# An environment assignment before a command (``PYTHONPATH=. python t.py``).
+_ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
+
+
+def program_of(line: str) -> str | None:
+    """The program a shell line's last command runs (``python`` for ``cd /r && python -m
+    pytest -q``, ``grep`` for ``grep -rn x . | head``); None when the line's commands are not
+    known or it runs none but ``cd``, ``echo`` and the like."""
+    parts = command_parts(line)
+    for part in reversed(parts or ()):
+        if moves(part) or inert(part):
+            continue
+        words = [w for w in part.split() if not _ASSIGNMENT.match(w)]
+        return words[0] if words else None
+    return None
+
+
 def run_after_writes(commands: tuple[Command, ...]) -> list[Command]:
     """The commands of a line that ran after its last write, less the idle ones: what the line
     showed of the world as it is once the line is done."""

@@ -55,7 +55,7 @@ import numpy as np
 import xxhash
 
 from .callmemo import ArgsMemo, CallMemo
-from .commands import CODE_KEYS, Command, cosmetic_form, line_commands, run_after_writes, shell_line, writes
+from .commands import CODE_KEYS, Command, cosmetic_form, line_commands, program_of, run_after_writes, shell_line, writes
 from .effects import Effects
 from .file_views import MAX_RANGE, file_end, shown_lines, view_of, written_files
 from .pathmap import PathCounts
@@ -83,6 +83,8 @@ RULES: dict[str, str] = {
     "unanswered_retry": "a call that ran without a reply may be asked again, up to max_retries",
     "failed_write": "a write that failed changed nothing: a read right after it that repeats is a repeat",
     "undo_once": "writing a value back after the same write with other numbers is an undo, allowed once",
+    "program_streak": "a shell's failure streak is of one program: a command of another program (a cat after two "
+                      "greps that found nothing) neither continues it nor is judged by it",
     "redo_write": "a file or shell write made again after a write that may have undone it (a shell line, a write "
                   "to one of its files) is no repeat: a fix re-applied after it was reverted to see the test fail",
     "blind_trial": "a re-run whose last two runs gave the same result, with writes between that differ "
@@ -348,7 +350,7 @@ class _Prepared:
     call. ``echoes`` and ``shape`` are needed only by some calls (a result that lists items,
     a write), so they are derived on first use."""
 
-    __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers", "view", "commands",
+    __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers", "view", "commands", "program",
                  "_call_args", "_tool", "_normal_json", "_echoes", "_shape", "_what")
 
     def __init__(self, key: tuple, family: tuple, free: tuple[str, ...], skeleton: int, writes: bool, code: bool,
@@ -364,6 +366,7 @@ class _Prepared:
         self.view = None  # the file lines the call shows (``detectors.file_views.View``), if it is a view
         # a shell line's commands in order (``shell_parts``); None when not a shell line
         self.commands: tuple[Command, ...] | None = None
+        self.program: str | None = None  # the program a shell line's last command runs (``program_streak``)
         self._call_args = call_args  # as the call gave them
         self._tool = tool
         self._normal_json = normal_json
@@ -622,9 +625,11 @@ class ProgressGuard(Detector):
                              frozenset(_echo_tokens(call.args)),
                              call.args, call.tool, normal_json)
         prepared.view = view_of(call, self._effects) if self.shown_lines else None
-        if command_tool and self.shell_parts and (line := shell_line(args)) is not None:
-            as_written = "code_cosmetic" in self.switched_off(call.tool)[1]
-            prepared.commands = line_commands(line, _as_written if as_written else cosmetic_form)
+        if command_tool and (line := shell_line(args)) is not None:
+            prepared.program = program_of(line)
+            if self.shell_parts:
+                as_written = "code_cosmetic" in self.switched_off(call.tool)[1]
+                prepared.commands = line_commands(line, _as_written if as_written else cosmetic_form)
         return prepared
 
     def _line_results(self, call: ToolCall, p: _Prepared) -> bool:
@@ -762,7 +767,7 @@ class ProgressGuard(Detector):
         if silent is not None and (tool, p.skeleton) in state.unanswered_repeat:
             return _Finding("no_reply", "asks again after the previous request, a near word-for-word repeat of one "
                                         "already answered, got no reply"), 1.0
-        if (state.error_run >= self._param(tool, "same_error_limit") and state.error_tool == tool
+        if (state.error_run >= self._param(tool, "same_error_limit") and state.error_tool == self._source(tool, p)
                 and mode != "exempt" and "same_error" not in skip
                 and ("fan_out" in rules or not self._fans_out(state, call))):
             return _Finding("same_error", f"follows {state.error_run} failures of {tool} in a row with the same error"), 1.0
@@ -1079,9 +1084,10 @@ class ProgressGuard(Detector):
         if observation.error and not transient:
             err_key = _h(_DIGITS.sub("#", masked)[:200])
             # An error that says something new (another id, a new suggestion) is information.
-            same = (state.error_key == err_key and state.error_tool == call.tool
+            source = self._source(call.tool, p)
+            same = (state.error_key == err_key and state.error_tool == source
                     and (not new_tokens or "error_news" in rules))
-            error_tool, error_key, error_run = call.tool, err_key, (state.error_run + 1 if same else 1)
+            error_tool, error_key, error_run = source, err_key, (state.error_run + 1 if same else 1)
             error_ids = (state.error_ids if same else frozenset()) | _ids(call.args)
         else:
             error_tool, error_key, error_run, error_ids = None, None, 0, frozenset()
@@ -1120,6 +1126,16 @@ class ProgressGuard(Detector):
             shown=shown, file_writes=file_writes, writes_anywhere=writes_anywhere, file_ends=file_ends, ran=ran,
             shell_write_at=shell_write_at, file_write_at=file_write_at, written_at=written_at,
         )
+
+    def _source(self, tool: str, p: _Prepared) -> str:
+        """What a failure streak is of: the tool, and for a shell line the program it runs.
+
+        Why it is general: one shell runs every program an agent uses; two ``grep``s that
+        found nothing say nothing of the ``cat`` or the test run that comes next, as two
+        failures of one API say something of its next call."""
+        if p.program is None or "program_streak" in self.switched_off(tool)[1]:
+            return tool
+        return f"{tool}\x00{p.program}"
 
     def _undone_since(self, state: GuardState, call: ToolCall, step: int) -> bool:
         """A write to files (a shell line, a declared file write) that a later write may have

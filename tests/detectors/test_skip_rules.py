@@ -189,6 +189,35 @@ def redo_write(g: LoopGuard) -> Verdict:
     return g.check("bash", fix).verdict
 
 
+def program_streak(g: LoopGuard) -> Verdict:
+    """Two greps that found nothing, then a look at a file: no continuation of the greps."""
+    for pattern in ("parse_option", "parse_command_option"):
+        g.record("bash", {"command": f"grep -rn {pattern} src"}, "<returncode>1</returncode>\n<output>\n</output>", error=True)
+    return g.check("bash", {"command": "cat src/cli.py"}).verdict
+
+
+def test_a_shell_failure_streak_judges_the_next_command_of_its_program_only():
+    """``program_streak``'s reach: the program of a line's last command (after ``cd``, past
+    environment assignments) keys the streak; an API tool's streak stays the tool's."""
+    fail = "<returncode>1</returncode>\n<output>\n</output>"
+    g = LoopGuard(semantic=False)
+    for pattern in ("parse_option", "parse_command_option"):
+        g.record("bash", {"command": f"cd /r && grep -rn {pattern} src"}, fail, error=True)
+    assert g.check("bash", {"command": "grep -rn 'option(' src | head"}).verdict is NUDGE  # grep again
+    assert g.check("bash", {"command": "PYTHONPATH=. python -m pytest -q"}).verdict is ALLOW
+    assert g.check("bash", {"command": "pwd"}).verdict is ALLOW  # continues no program's failures
+    # two programs failing alike make no streak
+    g = LoopGuard(semantic=False)
+    g.record("bash", {"command": "grep -rn x src"}, fail, error=True)
+    g.record("bash", {"command": "ls missing_dir"}, fail, error=True)
+    assert g.check("bash", {"command": "ls other_dir"}).verdict is ALLOW
+    # an API tool's streak is the tool's, whatever its arguments
+    g = LoopGuard(semantic=False)
+    for n in (1, 2):
+        g.record("book", {"flight": f"HAT0{n}"}, "Error: payment declined", error=True)
+    assert g.check("book", {"flight": "HAT09"}).verdict is NUDGE
+
+
 def test_a_write_made_again_is_a_repeat_unless_a_later_write_may_have_undone_it():
     """``redo_write``'s reach: a shell write or a declared file write that ran again after a
     write that may have undone it is no repeat; the same write with nothing written since, or
@@ -238,6 +267,7 @@ CASES = {
     "echo_mask": (echo_mask, NUDGE), "paging_poll": (paging_poll, ALLOW), "fan_out": (fan_out, ALLOW),
     "write_resets": (write_resets, ALLOW), "write_acts": (write_acts, ALLOW), "known_reread": (known_reread, ALLOW),
     "line_news": (line_news, ALLOW), "redo_write": (redo_write, ALLOW),
+    "program_streak": (program_streak, ALLOW),
 }
 
 
