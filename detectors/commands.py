@@ -85,6 +85,12 @@ _INERT = re.compile(r"(echo|printf|true|:|pwd|set|export|unset|sleep|clear|sourc
 _MOVES = re.compile(r"(cd|pushd|popd)(\s|$)")
 # A compound command (a loop, a condition, a function) is not split: its parts are not commands.
 _COMPOUND = re.compile(r"(for|while|until|if|case|select|do|then|else|elif|fi|done|esac|function)(\s|;|$)|\w+\s*\(\)")
+# What ends a quote: the closing single quote; in double quotes an escape or the closing quote.
+_SQ_END = re.compile(r"'")
+_DQ_END = re.compile(r'\\.|"', re.S)
+# The characters that can end an ordinary run: quotes, escapes, comments, groups, here-documents,
+# separators.
+_SPECIAL = re.compile(r"[\\'\"#(){}<\n;&|]")
 #: A line longer than this is not split: a part is compared as a whole text, and a very long
 #: line (a generated script) is no re-run of an earlier command worth the time.
 MAX_LINE = 20_000
@@ -117,17 +123,23 @@ def command_parts(text: str) -> tuple[str, ...] | None:
         cur.clear()
 
     while i < n:
-        c = text[i]
-        if quote is not None:
-            cur.append(c)
-            if c == "\\" and quote == '"' and i + 1 < n:
-                cur.append(text[i + 1])
-                i += 2
-                continue
-            if c == quote:
+        if quote is not None:  # jump to the quote's end (past escapes inside double quotes)
+            m = (_SQ_END if quote == "'" else _DQ_END).search(text, i)
+            if m is None:
+                return None
+            cur.append(text[i:m.end()])
+            i = m.end()
+            if text[m.end() - 1] == quote and (quote == "'" or m.group(0) == '"'):
                 quote = None
-            i += 1
             continue
+        m = _SPECIAL.search(text, i)  # ordinary characters are taken in one run
+        if m is None:
+            cur.append(text[i:])
+            break
+        if m.start() > i:
+            cur.append(text[i:m.start()])
+            i = m.start()
+        c = text[i]
         if c == "\\" and i + 1 < n:
             cur.append(text[i:i + 2])
             i += 2
