@@ -73,7 +73,8 @@ def replay_cmd(files, detectors_opt, fmt, out, config_path, params, delta, check
         raise LoopbenchError(str(exc)) from None
     summary = replay(episodes, specs, folder, [str(p) for p in paths],
                      delta if delta is not None else DELTA, progress=not no_progress and not as_json,
-                     check_timeout=check_timeout_value(check_timeout))
+                     check_timeout=check_timeout_value(check_timeout),
+                     keep_trace=fmt != "trace" or labels_path is not None or outcomes_path is not None)
     summary["skipped_records"] = len(problems)
     write_scoreboard(Path(summary["out"]))
     if as_json:

@@ -12,8 +12,9 @@ from sim.config.runfolder import clear_results, file_digests, new_run_id
 from sim.config.spec import DetectorSpec
 from sim.execute.rows import CALL_COLUMNS, EPISODE_COLUMNS, METRIC_COLUMNS, TIMING_COLUMNS
 from sim.execute.runner import evaluate_open
-from sim.scoring.outcomes import DELTA, load_profiles
-from scenarios.trace import ReadResult, read_trace
+from sim.scoring.outcomes import DELTA, load_profiles, units_by_id
+from sim.scoring.trace_units import keep_trace_units
+from scenarios.trace import ReadResult, read_trace, write_trace
 from scenarios.tree import Episode
 
 FIRES_COLUMNS = ["detector", "family", "traces", "fired", "fired_share", "median_first_alarm"]
@@ -48,11 +49,19 @@ def load_traces(paths: Sequence[Path], fmt: str = "trace") -> tuple[list[Episode
 
 
 def replay(episodes: Sequence[Episode], detectors: Sequence[DetectorSpec], out: Path, sources: Sequence[str],
-           delta: int = DELTA, progress: bool = True, check_timeout: float | None = None) -> dict[str, Any]:
+           delta: int = DELTA, progress: bool = True, check_timeout: float | None = None,
+           keep_trace: bool = False) -> dict[str, Any]:
+    """Score ``detectors`` over ``episodes`` into the run folder ``out``. With ``keep_trace`` the
+    episodes as replayed go to ``trace.jsonl`` too — what a report re-scores (threshold sweeps,
+    the Δ view, ``--cv-param``) when the sources are no trace files it can read (an importer's
+    format) or the episodes carry what the sources do not (labels, graded outcomes)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     clear_results(out)
     t0 = time.perf_counter()
+    if keep_trace:
+        write_trace(out / "trace.jsonl", episodes)
+        keep_trace_units(out / "trace.jsonl", units_by_id(episodes))
     version, profiles = load_profiles()
     built = [(d.label, d.build()) for d in detectors]
     metrics, outcomes, calls, timings, errors = evaluate_open(built, episodes, delta, profiles, progress, check_timeout)

@@ -79,7 +79,8 @@ def load_runs(dirs: Sequence[str | Path]) -> RunData:
         for det in man.get("config", {}).get("detectors", []):
             specs.setdefault(det["label"], (det["spec"], {**(det.get("params") or {}), **ran.get(det["label"], {})}))
         trace = d / "trace.jsonl"
-        sources = [Path(s) for s in man.get("sources", [])] if not trace.exists() else [trace]
+        # a replay names the trace files it read in its configuration
+        sources = [Path(s) for s in man.get("config", {}).get("sources", [])] if not trace.exists() else [trace]
         for src in sources:
             if src.exists() and src.suffix in (".jsonl", ".json"):
                 units.update(trace_units(src, prefix))

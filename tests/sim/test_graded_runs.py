@@ -93,6 +93,24 @@ def test_import_and_replay_take_the_outcomes_and_the_report_reads_them(tmp_path)
     assert (int(row["count"].iloc[0]), int(row["of"].iloc[0])) == (2, 6)
     row = deploy[(deploy.detector == "progress_guard") & (deploy.action == "halt") & (deploy.metric == "successes_stopped")]
     assert (int(row["count"].iloc[0]), int(row["of"].iloc[0])) == (0, 1)
+    # the runs as replayed, graded, are the folder's trace: the report re-scores from them
+    assert [ep.meta["outcome"] for ep in read_trace(folder / "trace.jsonl").episodes] == ["failure", "success"]
+    assert "no trace to re-score from" not in r.output
+    assert len(pd.read_csv(tmp_path / "rep" / "threshold_curves.csv"))
+
+
+def test_a_replay_of_trace_files_keeps_no_copy_of_them(tmp_path):
+    """Trace files the report can read again are the run's sources; an importer's format, labels
+    or graded outcomes make the replayed episodes a trace of their own (``trace.jsonl``)."""
+    trace = tmp_path / "runs.jsonl"
+    r = CliRunner().invoke(main, ["import", "--format", "swe-agent", str(SWE_1X), "-o", str(trace)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["replay", str(trace), "--detectors", "exact", "--out", str(tmp_path / "a"),
+                                  "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert not (tmp_path / "a" / "trace.jsonl").exists()
+    r = CliRunner().invoke(main, ["report", str(tmp_path / "a"), "--rounds", "20"])
+    assert r.exit_code == 0 and "no trace to re-score from" not in r.output, r.output
 
 
 @pytest.mark.parametrize("command", ["import", "replay"])
