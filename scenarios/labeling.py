@@ -9,7 +9,8 @@ reads the judged call's own result (hindsight). The rules, all general:
   or the same tool, and the arguments are equal (``stale``), equal after cosmetic
   normalisation — case, quoting, whitespace, code comments — (``cosmetic``), reworded
   natural-language text with the same content words (``paraphrased``; never for code:
-  changed code is a re-test), or equal but for one nudged value that is not an
+  changed code is a re-test; never for a write that went through after another write: two
+  ``sed -i`` lines in other words are two changes), or equal but for one nudged value that is not an
   identifier (``drift``; another id, item or route is another call — so is a text that
   quotes other names than the earlier one: "check 'A'" then "check 'B'" is fan-out);
 - *adds nothing*: the result is identical to the re-issued call's result, or every word
@@ -523,6 +524,8 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
             if m is None:
                 continue
             kind, sim = m
+            if kind == "paraphrased" and known and not node.observation.error and _wrote(node) and _wrote(earlier):
+                continue  # two writes in other words are two changes (a request with no reply is judged below)
             same_result = _result_text(earlier) is not None and _result_text(earlier) == _result_text(node)
             # No result to judge: redundant only as a re-issue of a request that got one (fulfilled).
             unrecorded = not known and result_known(earlier.observation)

@@ -89,6 +89,18 @@ def test_a_line_that_reruns_commands_an_earlier_line_ran_after_its_patch_is_stal
     assert _onset([failed, grep, check])[0] is None  # the line may have stopped before its check
 
 
+def test_a_write_in_other_words_after_a_write_is_another_change():
+    """Two ``sed -i`` lines that share their words are two edits, whatever their empty results
+    say; a search in other words after a search that found it is still a paraphrase."""
+    ok = "<returncode>0</returncode>\n<output>\n</output>"
+    first = ("bash", {"command": "sed -i 's/raise ValueError(name)/raise ValueError(\"empty name\")/' src/app.py"}, ok)
+    second = ("bash", {"command": "sed -i 's/raise ValueError(\"empty name\")/raise ValueError(\"name may not be empty\")/' src/app.py"}, ok)
+    assert _onset([first, second]) == (None, None)
+    hit = "src/app.py:12: raise ValueError(name)"
+    assert _onset([("search", {"q": "where is ValueError raised for an empty name"}, hit),
+                   ("search", {"q": "where is the ValueError for an empty name raised"}, hit)]) == (1, "paraphrased")
+
+
 def test_fan_out_over_ids_is_not_a_loop():
     steps = [("get_reservation", {"reservation_id": f"R{i}X9"}, "Error: not found") for i in range(4)]
     assert _onset(steps) == (None, None)
