@@ -106,7 +106,7 @@ def add_conversation(
         if content or not calls:
             builder.message(role, content)
         if text_actions and role == "assistant" and not calls:
-            blocks = _BASH_BLOCK.findall(content)
+            blocks = bash_blocks(content)
             if len(blocks) == 1:
                 text_call = builder.call("bash", {"command": blocks[0].strip()}, None, turn=j)
         for k, tc in enumerate(calls):
@@ -119,6 +119,14 @@ def add_conversation(
             cid = tc.get("id")
             node = builder.call(name, args, None if cid is None else str(cid), turn=j)
             open_calls.append((None if cid is None else str(cid), node))
+
+
+def bash_blocks(text: str) -> list[str]:
+    """The bash blocks of a reply, as mini-swe-agent 1.x finds them (its pattern), searched only
+    up to the reply's last closing fence: past it no block can close, and a lazy search from
+    each of many unclosed openings (a hostile trace) would take quadratic time."""
+    last = text.rfind("\n```")
+    return [] if last < 0 else _BASH_BLOCK.findall(text, 0, last + 4)
 
 
 def _take(open_calls: list[tuple[str | None, ToolNode]], cid: str | None, report: Report, here: str) -> ToolNode | None:

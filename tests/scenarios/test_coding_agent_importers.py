@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from detectors import Verdict, make_detector
 from detectors.effects import effect_of
@@ -294,6 +296,19 @@ def test_mini_swe_agent_1x_actions_are_the_bash_blocks_of_its_replies():
     doc["trajectory_format"] = "mini-swe-agent-1.1"
     (ep,), _ = import_file("openai", _write(doc))
     assert ep.tool_nodes() == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["```bash", "```", "\n", " ", "ls", "\t", "```bash\n", "x\n```"]), max_size=16).map("".join))
+def test_bash_blocks_are_the_blocks_mini_swe_agents_own_pattern_finds(reply):
+    """Searched only up to the last closing fence (many unclosed openings, a hostile trace's way
+    to make a lazy pattern quadratic), yet the same blocks as mini-swe-agent 1.x's pattern finds."""
+    import re
+
+    from scenarios.importers.openai_chat import bash_blocks
+
+    expected = re.findall(r"```bash\s*\n(.*?)\n```", reply, re.DOTALL)
+    assert [b.strip() for b in bash_blocks(reply)] == [b.strip() for b in expected]
 
 
 def _write(doc: dict) -> Path:
