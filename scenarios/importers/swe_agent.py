@@ -121,7 +121,10 @@ def _xml_call(response: str) -> tuple[str, dict[str, Any]] | None:
     m = _XML_CALL.search(response)
     if m is None:
         return None
-    params = {k: v.strip("\n") for k, v in _XML_PARAM.findall(m.group(2))}
+    body = m.group(2)
+    # Searched up to the last closing tag only: past it no parameter closes, and a lazy search
+    # from each of many unclosed tags (a hostile trace) would take quadratic time.
+    params = {k: v.strip("\n") for k, v in _XML_PARAM.findall(body, 0, body.rfind("</parameter>") + len("</parameter>"))}
     if m.group(1) == "str_replace_editor" and isinstance(params.get("view_range"), str):
         nums = re.findall(r"-?\d+", params["view_range"])
         if len(nums) == 2:

@@ -311,6 +311,18 @@ def test_bash_blocks_are_the_blocks_mini_swe_agents_own_pattern_finds(reply):
     assert [b.strip() for b in bash_blocks(reply)] == [b.strip() for b in expected]
 
 
+def test_swe_agent_xml_parameters_are_read_up_to_the_last_closing_tag():
+    """Many unclosed ``<parameter=`` tags (a hostile trace) are searched no further than the last
+    ``</parameter>``: what closes is read as before, what never closes is no parameter."""
+    from scenarios.importers.swe_agent import _xml_call
+
+    call = "<function=str_replace_editor><parameter=command>view</parameter><parameter=path>/a.py</parameter>"
+    assert _xml_call(call + "<parameter=view_range>[1, 5]</parameter></function>") == (
+        "str_replace_editor", {"command": "view", "path": "/a.py", "view_range": [1, 5]})
+    assert _xml_call(call + "<parameter=view_range>[1, 5]" * 2000) == (
+        "str_replace_editor", {"command": "view", "path": "/a.py"})
+
+
 def _write(doc: dict) -> Path:
     import tempfile
     path = Path(tempfile.mkdtemp()) / "x__y-1.traj.json"
