@@ -113,10 +113,18 @@ def apply_labels(episodes, labels_path: str) -> list[str]:
         entries, problems = read_labels(labels_path)
     except LabelsError as exc:
         raise LoopbenchError(str(exc)) from None
-    by_sha = {e["calls_sha1"]: e for e in entries}
+    # Two traces with the same calls (one run in two collections) have an entry each: the
+    # entry named after an episode goes to it, the others in file order.
+    by_sha: dict[str, list[dict]] = {}
+    for e in entries:
+        by_sha.setdefault(e["calls_sha1"], []).append(e)
     used = 0
     for ep in episodes:
-        entry = by_sha.pop(calls_sha1(ep), None)
+        waiting = by_sha.get(calls_sha1(ep))
+        entry = None
+        if waiting:
+            entry = next((e for e in waiting if e.get("episode") == ep.id), waiting[0])
+            waiting.remove(entry)
         if entry is not None:
             problem = apply_decision(ep, entry)
             if problem:
@@ -124,6 +132,6 @@ def apply_labels(episodes, labels_path: str) -> list[str]:
             else:
                 used += 1
     problems += [f"{labels_path}: entry for episode {e.get('episode')!r} matches no trace given; not used"
-                 for e in by_sha.values()]
+                 for waiting in by_sha.values() for e in waiting]
     click.echo(f"loopbench: applied {used} of {len(entries)} labels from {labels_path}", err=True)
     return problems

@@ -99,6 +99,29 @@ def test_import_and_replay_take_the_outcomes_and_the_report_reads_them(tmp_path)
     assert len(pd.read_csv(tmp_path / "rep" / "threshold_curves.csv"))
 
 
+def test_two_runs_with_the_same_calls_each_take_their_own_label(tmp_path):
+    """One trajectory committed to two collections: two episodes, one call list, an entry each."""
+    runs = tmp_path / "runs"
+    for name in ("a", "b"):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "sweagent__test-1.traj").write_bytes(SWE_1X.read_bytes())
+    episodes, _ = import_file("swe-agent", runs)
+    from scenarios.labeling import calls_sha1
+    sha = calls_sha1(episodes[0])
+    ids = [ep.id for ep in episodes]
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps({"format": "loopbench-labels", "rubric_version": 1, "traces": [
+        {"episode": ids[1], "calls_sha1": sha, "loops": True, "onset": 1, "kind": "stale", "source": "human",
+         "decision": "corrected"},
+        {"episode": ids[0], "calls_sha1": sha, "loops": False, "source": "human", "decision": "clean"}]}))
+    r = CliRunner().invoke(main, ["replay", "--format", "swe-agent", str(runs), "--labels", str(labels),
+                                  "--detectors", "exact", "--out", str(tmp_path / "out"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "applied 2 of 2 labels" in r.output
+    got = {ep.id: ep.meta.get("label_decision") for ep in read_trace(tmp_path / "out" / "trace.jsonl").episodes}
+    assert got == {ids[0]: "clean", ids[1]: "corrected"}
+
+
 def test_a_replay_of_trace_files_keeps_no_copy_of_them(tmp_path):
     """Trace files the report can read again are the run's sources; an importer's format, labels
     or graded outcomes make the replayed episodes a trace of their own (``trace.jsonl``)."""
