@@ -11,8 +11,9 @@ Layers, cheapest and most certain first; all state is path-local and immutable:
    NFKC-case-folded with whitespace collapsed, paths without ``./`` or doubled
    slashes). A repeat of a call already made on the path is a loop — unless the world
    may have changed since (a mutating tool ran in between: edit-then-test, re-reading a
-   written file), the tool is a *poll* whose last two results still differed, or it is
-   a *retry* after a transient error within ``max_retries``. Repeats are counted
+   written file; for a file or shell write, a later write that may have undone it), the
+   tool is a *poll* whose last two results still differed, or it is a *retry* after a
+   transient error within ``max_retries``. Repeats are counted
    anywhere on the path, so alternations and longer cycles are caught at their first
    repeat.
 2. **Parameter drift.** The same call with other numbers (``limit: 9 -> 10``, page
@@ -20,7 +21,8 @@ Layers, cheapest and most certain first; all state is path-local and immutable:
 3. **Same-error streaks.** ``same_error_limit`` failures of one tool in a row with the
    same error text (numbers and ids masked) make the next call of that tool a loop,
    whatever its arguments — unless it names an item an earlier result listed that the
-   streak has not tried yet (fan-out over the listed items: the next payment method).
+   streak has not tried yet (fan-out over the listed items: the next payment method). For a
+   shell, the streak is of one program (``grep``), not of the shell.
 4. **No progress.** ``patience`` results in a row that added no new token of
    information make the next call a loop. Durations, ids and timestamps are masked,
    and so are the call's own argument values echoed back ("offset 40 is past the end").
