@@ -304,11 +304,15 @@ class GuardState:
     lines: PathCounts = field(default_factory=PathCounts)  # tokens seen in results on this path
     sem: SemEntry | None = None
     last_mutation: int = -1
-    # the step of the last shell or code write (its files not known), of the last write to a
-    # declared file, and per file: what may have undone an earlier write (``redo_write``)
+    # Where writes went, by the step they ran at (``ProgressGuard._writes_after``): per declared
+    # file; the last write whose files are not known (a shell line, an undeclared tool); of
+    # those, the last shell or code line; the last write to any declared file. What a view
+    # shows stays shown while its file's stamps stand (``shown_lines``); a write may have been
+    # undone since a later one (``redo_write``).
+    file_writes: PathCounts = field(default_factory=PathCounts)
+    writes_anywhere: int = -1
     shell_write_at: int = -1
     file_write_at: int = -1
-    written_at: PathCounts = field(default_factory=PathCounts)
     stale_streak: int = 0
     error_tool: str | None = None
     error_key: int | None = None
@@ -326,10 +330,8 @@ class GuardState:
     # (tool, skeleton, phrase) of literal finds that found nothing, since any other tool ran
     not_there: tuple[tuple[str, int, str], ...] = ()
     # (path, line number) -> the write stamp it was shown at; a line counts as shown while the
-    # stamp is current: (writes whose file is not known, writes to that path)
+    # stamp is current: (the last write whose file is not known, the last write to that path)
     shown: PathCounts = field(default_factory=PathCounts)
-    file_writes: PathCounts = field(default_factory=PathCounts)
-    writes_anywhere: int = 0
     file_ends: PathCounts = field(default_factory=PathCounts)  # path -> (write stamp, its last line)
     # (tool, skeleton) whose last request repeated, nearly word for word, an answered one
     # and got no reply (see ``ProgressGuard._unanswered_repeats_after``)
@@ -745,7 +747,7 @@ class ProgressGuard(Detector):
         view = p.view
         if (view is not None and view.first is not None and state.shown and "drift" not in skip
                 and view.last - view.first < MAX_RANGE):  # ``view`` is set only with ``shown_lines``
-            stamp = (state.writes_anywhere, state.file_writes.get(view.path, 0))
+            stamp = (state.writes_anywhere, state.file_writes.get(view.path, -1))
             end = state.file_ends.get(view.path)
             last = min(view.last, end[1]) if end is not None and end[0] == stamp else view.last
             shown = state.shown
@@ -1033,14 +1035,7 @@ class ProgressGuard(Detector):
         # same result is a repeat. A failed command is another matter: a shell line that
         # writes a file and then runs it reports the run's failure, the file was written.
         wrote = write_ok or (mode == "mutating" and (self._command_text(call.tool) or "failed_write" in rules))
-        file_writes, writes_anywhere = self._written(state, call, wrote)
-        shell_write_at, file_write_at, written_at = state.shell_write_at, state.file_write_at, state.written_at
-        if wrote:
-            files = written_files(call, self._effects)
-            if files is not None:
-                file_write_at, written_at = state.step, written_at.with_all(files, state.step)
-            elif self._command_text(call.tool):
-                shell_write_at = state.step
+        writes = self._writes_after(state, call, wrote)
         # A line that changed directory may have left a lasting shell elsewhere: what earlier
         # lines ran no longer says what the same command shows now.
         ran = PathCounts() if p.commands and any(c.moves for c in p.commands) else state.ran
@@ -1054,7 +1049,7 @@ class ProgressGuard(Detector):
         if p.view is not None and not observation.error:
             numbers = shown_lines(p.view, text)
             if numbers:
-                stamp = (writes_anywhere, file_writes.get(p.view.path, 0))
+                stamp = (writes["writes_anywhere"], writes["file_writes"].get(p.view.path, -1))
                 shown = shown.with_all(((p.view.path, n) for n in numbers), stamp)
                 end = file_end(p.view, text, numbers)
                 if end is not None:
@@ -1125,8 +1120,7 @@ class ProgressGuard(Detector):
             last_write_shape=p.shape if wrote else state.last_write_shape,
             write_drift=(p.shape == state.last_write_shape) if wrote else state.write_drift,
             not_there=self._not_there_after(state, call, p, news), unanswered_repeat=unanswered_repeat,
-            shown=shown, file_writes=file_writes, writes_anywhere=writes_anywhere, file_ends=file_ends, ran=ran,
-            shell_write_at=shell_write_at, file_write_at=file_write_at, written_at=written_at,
+            shown=shown, file_ends=file_ends, ran=ran, **writes,
         )
 
     def _source(self, tool: str, p: _Prepared) -> str:
@@ -1156,20 +1150,22 @@ class ProgressGuard(Detector):
             return True
         if files is None:
             return state.file_write_at > step
-        return any(state.written_at.get(f, -1) > step for f in files)
+        return any(state.file_writes.get(f, -1) > step for f in files)
 
-    def _written(self, state: GuardState, call: ToolCall, wrote: bool) -> tuple[PathCounts, int]:
-        """The write stamps after ``call``: a write to a declared file moves that file's, any
-        other write (a shell line, an undeclared tool) every file's."""
-        if not wrote or not self.shown_lines:
-            return state.file_writes, state.writes_anywhere
+    def _writes_after(self, state: GuardState, call: ToolCall, wrote: bool) -> dict[str, Any]:
+        """``GuardState``'s write fields after ``call`` (see there): a write to declared files
+        stamps those files, any other write the ``writes_anywhere`` step (and a shell or code
+        line the ``shell_write_at`` one too)."""
+        if not wrote:
+            return {"file_writes": state.file_writes, "writes_anywhere": state.writes_anywhere,
+                    "shell_write_at": state.shell_write_at, "file_write_at": state.file_write_at}
         files = written_files(call, self._effects)
         if files is None:
-            return state.file_writes, state.writes_anywhere + 1
-        file_writes = state.file_writes
-        for path in files:
-            file_writes = file_writes.incremented(path)
-        return file_writes, state.writes_anywhere
+            return {"file_writes": state.file_writes, "writes_anywhere": state.step,
+                    "shell_write_at": state.step if self._command_text(call.tool) else state.shell_write_at,
+                    "file_write_at": state.file_write_at}
+        return {"file_writes": state.file_writes.with_all(files, state.step), "writes_anywhere": state.writes_anywhere,
+                "shell_write_at": state.shell_write_at, "file_write_at": state.step}
 
     def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:
         """A call that ran without a recorded result (a delegation nobody answered, a span
@@ -1195,7 +1191,6 @@ class ProgressGuard(Detector):
         else:
             error_tool, error_key, error_run, error_ids = None, None, 0, frozenset()
         mutating = self._effective_mode(call.tool, p) == "mutating"
-        file_writes, writes_anywhere = self._written(state, call, mutating)
         strike = _strike(decision)
         silent = state.silent
         if p.free and not mutating and (call.tool, p.skeleton) in silent:
@@ -1208,7 +1203,7 @@ class ProgressGuard(Detector):
                        unanswered_repeat=unanswered_repeat,
                        not_there=state.not_there if self._literal_find(call.tool) else (),
                        last_mutation=state.step if mutating else state.last_mutation,
-                       file_writes=file_writes, writes_anywhere=writes_anywhere,
+                       **self._writes_after(state, call, mutating),
                        error_tool=error_tool, error_key=error_key, error_run=error_run, error_ids=error_ids,
                        strikes=state.strikes + (1 if strike else 0),
                        since_strike=0 if strike else state.since_strike)

@@ -483,16 +483,14 @@ class _RanCommands:
     def __init__(self) -> None:
         self.at: dict[str, int] = {}  # command key -> the last path call that ran it
 
-    def reissued(self, node: ToolNode) -> int | None:
-        """The latest earlier call whose commands this line re-runs, when it runs nothing else."""
-        commands = _commands(node)
+    def reissued(self, commands: tuple[Command, ...] | None) -> int | None:
+        """The latest earlier call whose ``commands`` (a line's) re-runs, when it runs nothing else."""
         if not commands or any(c.writes for c in commands):
             return None
         found = [self.at.get(c.key) for c in commands if not c.idle]
         return max(found) if found and None not in found else None
 
-    def observe(self, node: ToolNode, j: int) -> None:
-        commands = _commands(node)
+    def observe(self, node: ToolNode, j: int, commands: tuple[Command, ...] | None) -> None:
         if _wrote(node) or (commands and any(c.moves for c in commands)):
             self.at.clear()  # the world, or the directory a lasting shell reads, may have changed
         if commands and result_known(node.observation) and not node.observation.error:
@@ -539,11 +537,12 @@ def judge_path(path: list[ToolNode], index: dict[str, int]) -> dict[str, Evidenc
             note = "identical result" if same_result else ("no result recorded" if unrecorded else "no new words")
             ev = Evidence(index[node.id], index[earlier.id], kind, sim, list(nv.sample), round(nv.share, 4), note)
             break
-        rerun = ran.reissued(node) if ev is None and nothing else None
+        commands = _commands(node)  # parsed once for both: judged, then remembered
+        rerun = ran.reissued(commands) if ev is None and nothing else None
         if rerun is not None:
             ev = Evidence(index[node.id], index[path[rerun].id], "stale", 1.0, list(nv.sample), round(nv.share, 4),
                           "its commands already ran, with nothing written since")
-        ran.observe(node, j)
+        ran.observe(node, j, commands)
         again = shown.observe(node, j)
         if ev is None and again is not None:
             ev = Evidence(index[node.id], index[path[again[0]].id], "drift", 1.0, [], 0.0, again[1])
