@@ -70,6 +70,7 @@ _CD = re.compile(r"^\s*cd\s+(?P<dir>[^\s;&|]+)\s*&&\s*")
 # abbreviated view of a large file)
 _GUTTER = re.compile(r"^\s*(\d+)(?:\t|→| )")
 _OUTPUT = re.compile(r"<output>\n?(.*?)(?:</output>|\Z)", re.S)
+_HEAD = re.compile(r"<output_head>\n?(.*?)</output_head>", re.S)
 
 
 def _shell_view(text: str) -> View | None:
@@ -163,8 +164,16 @@ def written_files(call: ToolCall, effects: Effects) -> tuple[str, ...] | None:
 def shown_lines(view: View, text: str) -> list[int]:
     """The line numbers of ``view``'s file that its result ``text`` showed."""
     m = _OUTPUT.search(text) if text.startswith("<returncode>") else None
+    head = _HEAD.search(text) if m is None and text.startswith("<returncode>") else None
     if m is not None:  # mini-swe-agent's wrapper around a command's output
         text = m.group(1)
+    elif head is not None:
+        # mini-swe-agent cut a long output to its head and tail: the head is the view's first
+        # lines (its last one may be cut mid-line, so it does not count); where the tail
+        # starts is not told.
+        text = head.group(1).rsplit("\n", 1)[0]
+        if not text:
+            return []
     lines = text.replace("\r\n", "\n").split("\n")
     numbered = [int(g.group(1)) for line in lines if (g := _GUTTER.match(line))]
     if numbered and not view.gutter:  # numbered from the slice's first line

@@ -11,7 +11,8 @@ Layers, cheapest and most certain first; all state is path-local and immutable:
    NFKC-case-folded with whitespace collapsed, paths without ``./`` or doubled
    slashes). A repeat of a call already made on the path is a loop — unless the world
    may have changed since (a mutating tool ran in between: edit-then-test, re-reading a
-   written file; for a file or shell write, a later write that may have undone it), the
+   written file; for a read of named files, a write to one of them or one whose files are
+   not known; for a file or shell write, a later write that may have undone it), the
    tool is a *poll* whose last two results still differed, or it is a *retry* after a
    transient error within ``max_retries``. Repeats are counted
    anywhere on the path, so alternations and longer cycles are caught at their first
@@ -49,6 +50,7 @@ changed nothing. For an undeclared tool the per-tool rules come from tool-name p
 """
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
@@ -60,6 +62,7 @@ from .callmemo import ArgsMemo, CallMemo
 from .commands import CODE_KEYS, Command, cosmetic_form, line_commands, program_of, run_after_writes, shell_line, writes
 from .effects import Effects
 from .file_views import MAX_RANGE, file_end, shown_lines, view_of, written_files
+from .shell_files import overlaps, read_paths, written_paths
 from .pathmap import PathCounts
 from .result_news import ResultText, read_result, what_is_new
 from .result_news import norm_text as _norm_text
@@ -112,6 +115,9 @@ RULES: dict[str, str] = {
     "paging_poll": "paging tools (scroll, next page, lookup) are judged like polls",
     "fan_out": "a call naming an identifier an earlier result listed, which no call of a same-error streak "
                "named, is fan-out over items: the streak does not make it a loop",
+    "shell_targets": "a shell write that names its files (a redirection, tee, sed -i, rm, cp, mv) changed those "
+                     "files only, and a read of named files (cat, sed -n, grep, an editor's view) is changed only by "
+                     "a write to them: the same view again after writing a reproduction script is a repeat",
 }
 #: The real corpora whose dev traces a rule or a layer was written from (docs/detectors.md, "built
 #: from" in the rule ablation): ``--cv-rules`` holds them out with the corpus. A part not named
@@ -304,9 +310,10 @@ class GuardState:
     lines: PathCounts = field(default_factory=PathCounts)  # tokens seen in results on this path
     sem: SemEntry | None = None
     last_mutation: int = -1
-    # Where writes went, by the step they ran at (``ProgressGuard._writes_after``): per declared
-    # file; the last write whose files are not known (a shell line, an undeclared tool); of
-    # those, the last shell or code line; the last write to any declared file. What a view
+    # Where writes went, by the step they ran at (``ProgressGuard._writes_after``): per file, for
+    # writes that name their files (declared, or a shell line's under ``shell_targets``); the
+    # last write whose files are not known (a shell line, an undeclared tool); the last shell or
+    # code line that wrote; the last write to any named file. What a view
     # shows stays shown while its file's stamps stand (``shown_lines``); a write may have been
     # undone since a later one (``redo_write``).
     file_writes: PathCounts = field(default_factory=PathCounts)
@@ -355,6 +362,7 @@ class _Prepared:
     a write), so they are derived on first use."""
 
     __slots__ = ("key", "family", "free", "text", "skeleton", "writes", "code", "numbers", "view", "commands", "program",
+                 "shell", "_reads", "_shell_files",
                  "_call_args", "_tool", "_normal_json", "_echoes", "_shape", "_what")
 
     def __init__(self, key: tuple, family: tuple, free: tuple[str, ...], skeleton: int, writes: bool, code: bool,
@@ -371,12 +379,32 @@ class _Prepared:
         # a shell line's commands in order (``shell_parts``); None when not a shell line
         self.commands: tuple[Command, ...] | None = None
         self.program: str | None = None  # the program a shell line's last command runs (``program_streak``)
+        self.shell: str | None = None  # the shell line, for a shell tool's call
+        self._reads: tuple[str, ...] | None | bool = False  # False: not derived yet
+        self._shell_files: tuple[str, ...] | None | bool = False
         self._call_args = call_args  # as the call gave them
         self._tool = tool
         self._normal_json = normal_json
         self._echoes: frozenset | None = None
         self._shape: int | None = None
         self._what: str | None = None
+
+    @property
+    def reads(self) -> tuple[str, ...] | None:
+        """``shell_targets``: the files the call reads when it names them (a shell line of readers
+        of named files, a declared read of a file); None for any other call. Derived on first use
+        (only a repeat asks)."""
+        if self._reads is False:
+            self._reads = read_paths(self.shell) if self.shell is not None and not self.writes else None
+        return self._reads
+
+    @property
+    def shell_files(self) -> tuple[str, ...] | None:
+        """``shell_targets``: the files a shell write names; None when they are not known (or the
+        parser saw no write where ``writes`` did). Derived on first use (only a write asks)."""
+        if self._shell_files is False:
+            self._shell_files = (written_paths(self.shell) or None) if self.shell is not None and self.writes else None
+        return self._shell_files
 
     @property
     def echoes(self) -> frozenset:
@@ -631,9 +659,12 @@ class ProgressGuard(Detector):
         prepared.view = view_of(call, self._effects) if self.shown_lines else None
         if command_tool and (line := shell_line(args)) is not None:
             prepared.program = program_of(line)
+            prepared.shell = line
             if self.shell_parts:
                 as_written = "code_cosmetic" in self.switched_off(call.tool)[1]
                 prepared.commands = line_commands(line, _as_written if as_written else cosmetic_form)
+        elif effect is not None and not effect.writes and effect.what == "file" and effect.target:
+            prepared._reads = tuple(posixpath.normpath(t.strip()) for t in effect.target.split(","))
         return prepared
 
     def _line_results(self, call: ToolCall, p: _Prepared) -> bool:
@@ -705,7 +736,12 @@ class ProgressGuard(Detector):
         info: KeyInfo | None = state.keys.get(p.key)
         if info is not None and "signature" not in skip:
             ago = state.step - info.last_step
-            changed = state.last_mutation > info.last_step and mode != "mutating"
+            if p.reads is not None and "shell_targets" not in rules:
+                # A read of named files is changed only by a write to them, or one whose files are not known.
+                changed = mode != "mutating" and (state.writes_anywhere > info.last_step or any(
+                    self._written_at(state.file_writes, f, tool) > info.last_step for f in p.reads))
+            else:
+                changed = state.last_mutation > info.last_step and mode != "mutating"
             if changed:
                 # The world may have changed since: a re-read or re-test is progress, unless
                 # the last two runs, with a write between them, already gave the same answer
@@ -717,7 +753,7 @@ class ProgressGuard(Detector):
                                                  "differ only in their numbers; they do not change what it shows"), 1.0
             elif mode == "mutating" and info.count == 1 and "undo_once" not in rules and self._overwritten(state, p, info):
                 pass  # the value was set otherwise since: writing it again sets it back (an undo), once
-            elif mode == "mutating" and "redo_write" not in rules and self._undone_since(state, call, info.last_step):
+            elif mode == "mutating" and "redo_write" not in rules and self._undone_since(state, call, p, info.last_step):
                 pass  # a later write may have undone it: writing it again is a change again
             elif mode == "poll":
                 if info.prev_fp is not None and info.prev_fp == info.last_fp:
@@ -747,7 +783,7 @@ class ProgressGuard(Detector):
         view = p.view
         if (view is not None and view.first is not None and state.shown and "drift" not in skip
                 and view.last - view.first < MAX_RANGE):  # ``view`` is set only with ``shown_lines``
-            stamp = (state.writes_anywhere, state.file_writes.get(view.path, -1))
+            stamp = (state.writes_anywhere, self._written_at(state.file_writes, view.path, tool))
             end = state.file_ends.get(view.path)
             last = min(view.last, end[1]) if end is not None and end[0] == stamp else view.last
             shown = state.shown
@@ -1035,7 +1071,7 @@ class ProgressGuard(Detector):
         # same result is a repeat. A failed command is another matter: a shell line that
         # writes a file and then runs it reports the run's failure, the file was written.
         wrote = write_ok or (mode == "mutating" and (self._command_text(call.tool) or "failed_write" in rules))
-        writes = self._writes_after(state, call, wrote)
+        writes = self._writes_after(state, call, p, wrote)
         # A line that changed directory may have left a lasting shell elsewhere: what earlier
         # lines ran no longer says what the same command shows now.
         ran = PathCounts() if p.commands and any(c.moves for c in p.commands) else state.ran
@@ -1049,7 +1085,7 @@ class ProgressGuard(Detector):
         if p.view is not None and not observation.error:
             numbers = shown_lines(p.view, text)
             if numbers:
-                stamp = (writes["writes_anywhere"], writes["file_writes"].get(p.view.path, -1))
+                stamp = (writes["writes_anywhere"], self._written_at(writes["file_writes"], p.view.path, call.tool))
                 shown = shown.with_all(((p.view.path, n) for n in numbers), stamp)
                 end = file_end(p.view, text, numbers)
                 if end is not None:
@@ -1133,7 +1169,7 @@ class ProgressGuard(Detector):
             return tool
         return f"{tool}\x00{p.program}"
 
-    def _undone_since(self, state: GuardState, call: ToolCall, step: int) -> bool:
+    def _undone_since(self, state: GuardState, call: ToolCall, p: _Prepared, step: int) -> bool:
         """A write to files (a shell line, a declared file write) that a later write may have
         undone: since ``step``, a shell or code write ran (its files are not known), or a
         declared write to one of its files (to any file, when its own are not known). A record
@@ -1143,29 +1179,48 @@ class ProgressGuard(Detector):
         Why it is general: reverting a fix to watch the test fail, then applying it again, is
         how an agent checks that its fix is what makes the test pass; the second write changes
         the file again, while a write repeated on an unchanged world changes nothing."""
-        files = written_files(call, self._effects)
+        files = self._files_written(call, p)
         if files is None and not self._command_text(call.tool):
             return False
         if state.shell_write_at > step:
             return True
         if files is None:
             return state.file_write_at > step
-        return any(state.file_writes.get(f, -1) > step for f in files)
+        return any(self._written_at(state.file_writes, f, call.tool) > step for f in files)
 
-    def _writes_after(self, state: GuardState, call: ToolCall, wrote: bool) -> dict[str, Any]:
-        """``GuardState``'s write fields after ``call`` (see there): a write to declared files
-        stamps those files, any other write the ``writes_anywhere`` step (and a shell or code
-        line the ``shell_write_at`` one too)."""
+    def _files_written(self, call: ToolCall, p: _Prepared) -> tuple[str, ...] | None:
+        """The files a write names: a declared file write's, or (``shell_targets``) a shell line's
+        when each of its writes names its files; None when they are not known."""
+        files = written_files(call, self._effects)
+        if files is None and p.shell_files is not None and "shell_targets" not in self.switched_off(call.tool)[1]:
+            return p.shell_files
+        return files
+
+    def _written_at(self, file_writes: PathCounts, path: str, tool: str) -> int:
+        """The step of the last write to ``path`` whose files were named (-1: none). With
+        ``shell_targets`` a write counts when its path may name the same file (``x.py`` and
+        ``/testbed/x.py``) or a directory holding it; without, only the same path does."""
+        if "shell_targets" in self.switched_off(tool)[1]:
+            return file_writes.get(path, -1)
+        return max((step for f, step in file_writes.items() if overlaps(f, path)), default=-1)
+
+    def _writes_after(self, state: GuardState, call: ToolCall, p: _Prepared, wrote: bool) -> dict[str, Any]:
+        """``GuardState``'s write fields after ``call`` (see there): a write that names its files
+        (declared, or a shell line's under ``shell_targets``) stamps those files, any other write
+        the ``writes_anywhere`` step; a shell or code line stamps ``shell_write_at`` either way."""
         if not wrote:
             return {"file_writes": state.file_writes, "writes_anywhere": state.writes_anywhere,
                     "shell_write_at": state.shell_write_at, "file_write_at": state.file_write_at}
-        files = written_files(call, self._effects)
+        files = self._files_written(call, p)
         if files is None:
             return {"file_writes": state.file_writes, "writes_anywhere": state.step,
                     "shell_write_at": state.step if self._command_text(call.tool) else state.shell_write_at,
                     "file_write_at": state.file_write_at}
+        # A shell line that named its files still counts as a shell write for ``redo_write``: the
+        # programs it ran (a script, a test) may have written what it had written before.
         return {"file_writes": state.file_writes.with_all(files, state.step), "writes_anywhere": state.writes_anywhere,
-                "shell_write_at": state.shell_write_at, "file_write_at": state.step}
+                "shell_write_at": state.step if self._command_text(call.tool) else state.shell_write_at,
+                "file_write_at": state.step}
 
     def _record_unrecorded(self, state: GuardState, call: ToolCall, decision: Decision, error: bool) -> GuardState:
         """A call that ran without a recorded result (a delegation nobody answered, a span
@@ -1203,7 +1258,7 @@ class ProgressGuard(Detector):
                        unanswered_repeat=unanswered_repeat,
                        not_there=state.not_there if self._literal_find(call.tool) else (),
                        last_mutation=state.step if mutating else state.last_mutation,
-                       **self._writes_after(state, call, mutating),
+                       **self._writes_after(state, call, p, mutating),
                        error_tool=error_tool, error_key=error_key, error_run=error_run, error_ids=error_ids,
                        strikes=state.strikes + (1 if strike else 0),
                        since_strike=0 if strike else state.since_strike)

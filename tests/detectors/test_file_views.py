@@ -63,6 +63,12 @@ def test_shown_lines_read_the_gutter_or_count_from_the_first_line():
     # mini-swe-agent's wrapper; a plain sed slice counts from its first line
     assert shown_lines(View("a.py", 30, 40, False), "<returncode>0</returncode>\n<output>\nx = 1\ny = 2\n</output>") == [30, 31]
     assert shown_lines(View("a.py", 140, 170, True, False), "     1\tx\n     2\ty\n") == [140, 141]
+    # mini-swe-agent's cut of a long output: the head's whole lines count, the tail's place is not told
+    cut = ("<returncode>0</returncode>\n<warning>\nThe output of your last command was too long.\n</warning><output_head>\n"
+           "import os\nimport sys\nclass A:\n    de</output_head>\n<elided_chars>\n9000 characters elided\n</elided_chars>\n"
+           "<output_tail>\n    return x\n</output_tail>")
+    assert shown_lines(View("a.py", None, None, False), cut) == [1, 2, 3]
+    assert shown_lines(View("a.py", 50, 400, False), cut) == [50, 51, 52]
 
 
 def test_file_end_only_from_an_uncut_result_that_stopped_short():
@@ -114,7 +120,16 @@ def test_a_write_to_the_file_makes_its_lines_news_again_and_a_write_elsewhere_do
              "No replacement was performed, old_str `zz` did not appear verbatim in /t/a.py.", error=True)
     assert _slice(g, 40, 60) is Verdict.NUDGE  # a refused edit wrote nothing
     g = _guard()
-    g.record("bash", {"command": "python fix.py > /t/out.txt"}, "")  # a shell write: its files are not known
+    g.record("bash", {"command": "git apply /t/fix.diff"}, "")  # a shell write whose files are not known
+    assert _slice(g, 40, 60) is Verdict.ALLOW
+    g = _guard()
+    g.record("bash", {"command": "python fix.py > /t/out.txt"}, "")  # one that names its file (``shell_targets``)
+    assert _slice(g, 40, 60) is Verdict.NUDGE
+    g = _guard(skip_rules=["shell_targets"])
+    g.record("bash", {"command": "python fix.py > /t/out.txt"}, "")
+    assert _slice(g, 40, 60) is Verdict.ALLOW
+    g = _guard()
+    g.record("bash", {"command": "sed -i 's/a/b/' a.py"}, "")  # ``a.py`` from another directory may be /t/a.py
     assert _slice(g, 40, 60) is Verdict.ALLOW
 
 

@@ -196,6 +196,53 @@ def program_streak(g: LoopGuard) -> Verdict:
     return g.check("bash", {"command": "cat src/cli.py"}).verdict
 
 
+def shell_targets(g: LoopGuard) -> Verdict:
+    """The same file read again after writing and running a reproduction script: a repeat."""
+    read = {"command": "cat django/db/models/base.py"}
+    g.record("bash", read, "<returncode>0</returncode>\n<output>\nclass Model:\n    pass\n</output>")
+    g.record("bash", {"command": "cat <<'EOF' > reproduce_issue.py\nimport django\nprint(django.VERSION)\nEOF"},
+             "<returncode>0</returncode>\n<output>\n</output>")
+    g.record("bash", {"command": "python reproduce_issue.py"}, "<returncode>0</returncode>\n<output>\n(4, 2)\n</output>")
+    return g.check("bash", read).verdict
+
+
+def test_a_read_of_named_files_is_changed_only_by_a_write_to_them():
+    """``shell_targets``'s reach: a write that names other files leaves the read a repeat; a
+    write to the file, a write whose files are not known (``git checkout``, a script that opens
+    files for writing), or a listing of a directory after a program ran, is no repeat. An
+    editor's declared view counts the same, and ``x.py`` names ``/testbed/x.py``."""
+    ok = "<returncode>0</returncode>\n<output>\n</output>"
+    view = {"command": "nl -ba src/app/models.py | sed -n '10,20p'"}
+    shown = "<returncode>0</returncode>\n<output>\n    10\tclass A:\n    11\t    x = 1\n</output>"
+    cases = [
+        ([("bash", {"command": "echo 'print(1)' > check.py && python check.py"}, ok)], ("bash", view), NUDGE),
+        ([("bash", {"command": "sed -i 's/x = 1/x = 2/' src/app/models.py"}, ok)], ("bash", view), ALLOW),
+        ([("bash", {"command": "cd /testbed && sed -i 's/x = 1/x = 2/' /testbed/src/app/models.py"}, ok)], ("bash", view), ALLOW),
+        ([("bash", {"command": "git checkout src/app/other.py"}, ok)], ("bash", view), ALLOW),
+        ([("bash", {"command": "cat > fix.py <<'EOF'\nopen('src/app/models.py', 'w').write('')\nEOF"}, ok)],
+         ("bash", view), ALLOW),
+        ([("bash", {"command": "rm -rf src/app"}, ok)], ("bash", view), ALLOW),  # a directory holding it
+    ]
+    for before, (tool, args), expected in cases:
+        g = LoopGuard(semantic=False)
+        g.record(tool, args, shown)
+        for t, a, out in before:
+            g.record(t, a, out)
+        assert g.check(tool, args).verdict is expected, (before, expected)
+    # a listing: a program run may have written into the directory (``__pycache__``)
+    g = LoopGuard(semantic=False)
+    g.record("bash", {"command": "ls -la src/app"}, "<returncode>0</returncode>\n<output>\nmodels.py\n</output>")
+    g.record("bash", {"command": "echo 'import app' > t.py && python t.py"}, ok)
+    assert g.check("bash", {"command": "ls -la src/app"}).verdict is ALLOW
+    # an editor's view, after a shell write to another file and after one to its own
+    ev = {"command": "view", "path": "/testbed/src/app/models.py"}
+    for write, expected in (("echo x > notes.txt", NUDGE), ("sed -i 's/a/b/' src/app/models.py", ALLOW)):
+        g = LoopGuard(semantic=False)
+        g.record("str_replace_editor", ev, "     1\tclass A:\n     2\t    x = 1\n")
+        g.record("bash", {"command": write}, ok)
+        assert g.check("str_replace_editor", ev).verdict is expected, write
+
+
 def test_a_shell_failure_streak_judges_the_next_command_of_its_program_only():
     """``program_streak``'s reach: the program of a line's last command (after ``cd``, past
     environment assignments) keys the streak; an API tool's streak stays the tool's."""
@@ -267,7 +314,7 @@ CASES = {
     "echo_mask": (echo_mask, NUDGE), "paging_poll": (paging_poll, ALLOW), "fan_out": (fan_out, ALLOW),
     "write_resets": (write_resets, ALLOW), "write_acts": (write_acts, ALLOW), "known_reread": (known_reread, ALLOW),
     "line_news": (line_news, ALLOW), "redo_write": (redo_write, ALLOW),
-    "program_streak": (program_streak, ALLOW),
+    "program_streak": (program_streak, ALLOW), "shell_targets": (shell_targets, NUDGE),
 }
 
 

@@ -1,0 +1,257 @@
+"""Which files a shell line reads and which it writes, when the line names them.
+
+A coding agent does everything through one shell: it writes a reproduction script, runs it,
+reads the source, edits it. Taken as "some write happened", writing ``reproduce_issue.py``
+makes every file the agent read before look changed, and the same ``cat models.py`` read again
+after it looks like a re-read of an edited file. Most writes name their files: a redirection,
+``tee``, ``sed -i``, ``rm``, ``touch``, ``mkdir``, ``cp``, ``mv``. :func:`written_paths` gives
+those files, and None as soon as one write of the line does not name its files (``git
+checkout``, ``patch``, ``pip install``, a program run, a script whose text writes files).
+:func:`read_paths` gives the files a line that only reads named files reads (``cat``, ``nl``,
+``sed -n``, ``head``, ``grep`` ...), and None for any other line. A directory is no file it
+names: a listing (``ls``, ``find``, ``grep -r``) changes when any program runs (Python writes
+``__pycache__``, a test run its cache), so a line that reads one is left to the older reading,
+that any write may have changed it.
+
+Paths are compared by :func:`overlaps`, which cannot know the directory a relative path
+was meant from: it takes two paths for the same file when one's components appear in a row
+in the other's (``x.py`` and ``/testbed/pkg/x.py``; a directory and the files under it). That
+errs towards "changed", as :mod:`detectors.commands` does: a read taken for changed only lets
+one re-read through, a write missed makes a re-read of an edited file look like a loop.
+
+>>> written_paths("cat > reproduce_issue.py <<'EOF'\\nprint(1)\\nEOF\\npython reproduce_issue.py")
+('reproduce_issue.py',)
+>>> written_paths("sed -i 's/a/b/' django/db/models/base.py && git diff")
+('django/db/models/base.py',)
+>>> written_paths("git checkout django/db/models/base.py") is None
+True
+>>> read_paths("nl -ba django/db/models/base.py | sed -n '120,160p'")
+('django/db/models/base.py',)
+>>> read_paths("python reproduce_issue.py") is None
+True
+>>> overlaps("/testbed/django/db/models/base.py", "django/db/models/base.py")
+True
+>>> overlaps("django/db/models/base.py", "reproduce_issue.py")
+False
+"""
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+
+from .commands import command_parts, inert, moves, writes
+
+# A here-document's marker in a command: the command is the text before its body.
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
+# Redirections shlex (``punctuation_chars``) gives as tokens: ``>``, ``>>``, ``&>``, ``>|``,
+# ``<``; ``>&`` and ``<&`` are followed by a descriptor or a file.
+_OUT = frozenset((">", ">>", "&>", ">|", "&>>"))
+_IN = frozenset(("<",))
+_DUP = frozenset((">&", "<&"))
+# Words that make a path unknowable from the text (variables, substitutions, home).
+_UNKNOWABLE = re.compile(r"[$`~]")
+
+# Programs that only read the files they name, and the short options of each that take a value
+# (``grep -A 5``); the first positional argument of some is no path (a pattern, a sed script).
+_READERS: dict[str, str] = {
+    "cat": "", "nl": "bvinswdlf", "head": "nc", "tail": "nc", "wc": "", "stat": "cf",
+    "file": "fm", "diff": "UCxXSL", "cmp": "inb", "sort": "ktoST", "uniq": "fsw", "cut": "dfcb",
+    "grep": "efmABCdD", "egrep": "efmABCdD", "fgrep": "efmABCdD", "sed": "efl", "tr": "",
+}
+_PATTERN_FIRST = frozenset(("grep", "egrep", "fgrep", "rg", "sed"))
+# Programs that write the files they name (all their operands; ``cp`` only its last).
+_NAMED_WRITERS = frozenset(("rm", "rmdir", "touch", "mkdir", "mv", "cp", "tee"))
+
+
+def _components(path: str) -> list[str] | None:
+    if _UNKNOWABLE.search(path):
+        return None
+    if any(c in path for c in "*?["):  # a glob: the directory it is in
+        path = posixpath.dirname(path.split("*")[0].split("?")[0].split("[")[0]) or "."
+    parts = [c for c in posixpath.normpath(path).split("/") if c not in ("", ".")]
+    return None if ".." in parts else parts
+
+
+def overlaps(a: str, b: str) -> bool:
+    """True when paths ``a`` and ``b`` may name the same file, or one a directory holding the
+    other: the shorter's components appear in a row in the longer's. A path that cannot be
+    read (``$HOME/x``, ``../x``) or names the working directory overlaps every path."""
+    pa, pb = _components(a), _components(b)
+    if not pa or not pb:
+        return True
+    if len(pa) > len(pb):
+        pa, pb = pb, pa
+    n = len(pa)
+    return any(pb[i:i + n] == pa for i in range(len(pb) - n + 1))
+
+
+def _split(part: str) -> tuple[list[list[str]], list[str], list[str]] | None:
+    """A command's pipeline: the words of each stage, the files it redirects into and from.
+    None when shlex cannot read it (an unbalanced quote)."""
+    head, _, _body = part.partition("\n") if _HEREDOC.search(part.split("\n", 1)[0]) else (part, "", "")
+    head = _HEREDOC.sub(" ", head)
+    try:
+        lexer = shlex.shlex(head, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:
+        return None
+    stages: list[list[str]] = [[]]
+    outs: list[str] = []
+    ins: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in ("|", "|&"):
+            stages.append([])
+        elif tok in _OUT or tok in _IN or tok in _DUP:
+            target = tokens[i + 1] if i + 1 < len(tokens) else ""
+            i += 1
+            if tok in _DUP and (target.isdigit() or target == "-"):
+                pass  # ``2>&1``: a descriptor, no file
+            elif tok in _IN:
+                ins.append(target)
+            elif target != "/dev/null":
+                outs.append(target)
+            if stages[-1] and stages[-1][-1].isdigit():
+                stages[-1].pop()  # the descriptor of ``2> err.txt``
+        elif tok and all(c in "();&|<>" for c in tok):
+            return None  # a subshell, a background job or a redirection shlex split oddly
+        else:
+            stages[-1].append(tok)
+        i += 1
+    return stages, outs, ins
+
+
+def _program(words: list[str]) -> tuple[str, list[str]]:
+    i = 0
+    while i < len(words) and re.match(r"[A-Za-z_]\w*=", words[i]):
+        i += 1  # ``PYTHONPATH=. cat x``
+    if i == len(words):
+        return "", []
+    return posixpath.basename(words[i]), words[i + 1:]
+
+
+def _operands(args: list[str], valued: str) -> tuple[list[str], set[str]]:
+    """The positional arguments and the option letters (short and long) of a command."""
+    out: list[str] = []
+    flags: set[str] = set()
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "--":
+            out.extend(args[i + 1:])
+            break
+        if word.startswith("--"):
+            flags.add(word.split("=", 1)[0])
+        elif word.startswith("-") and len(word) > 1 and not word[1:].isdigit():
+            for j, ch in enumerate(word[1:], 1):
+                flags.add(ch)
+                if ch in valued:
+                    if j == len(word) - 1:
+                        i += 1  # the value is the next word
+                    break
+        elif not (word.startswith("-") and word[1:].isdigit()):  # ``head -20``
+            out.append(word)
+        i += 1
+    return out, flags
+
+
+def _sed_in_place(flags: set[str]) -> bool:
+    return "i" in flags or any(f.startswith("--in-place") for f in flags)
+
+
+def _stage_writes(words: list[str]) -> list[str] | None:
+    """The files one pipeline stage writes by its program ([] when it writes none), None when
+    it writes something its words do not name."""
+    prog, args = _program(words)
+    text = " ".join(words)
+    if prog == "sed":
+        ops, flags = _operands(args, _READERS["sed"])
+        if not _sed_in_place(flags):
+            return [] if not writes(text) else None
+        return ops if ("e" in flags or "f" in flags) else ops[1:]
+    if prog in _NAMED_WRITERS:
+        ops, flags = _operands(args, "mtS" if prog in ("cp", "mv") else "m")
+        if "t" in flags or "target-directory" in " ".join(flags):
+            return None
+        return ops[-1:] if prog == "cp" else ops
+    return [] if not writes(text) else None
+
+
+def written_paths(line: str) -> tuple[str, ...] | None:
+    """The files a shell line writes, when every write of it names them: () for a line that
+    writes nothing, None when a write's files are not known. A here-document whose text would
+    write files when run (a script that opens a file for writing) counts as such a write."""
+    parts = command_parts(line)
+    if parts is None:
+        return None if writes(line) else ()
+    out: list[str] = []
+    for part in parts:
+        if moves(part) or inert(part) or not writes(part):
+            continue
+        split = _split(part)
+        if split is None:
+            return None
+        stages, outs, _ = split
+        body = part.partition("\n")[2] if _HEREDOC.search(part.split("\n", 1)[0]) else ""
+        if body and writes(body):
+            return None
+        for words in stages:
+            named = _stage_writes(words)
+            if named is None:
+                return None
+            out.extend(named)
+        out.extend(outs)
+    if any(_components(p) is None for p in out):
+        return None
+    return tuple(dict.fromkeys(posixpath.normpath(p) for p in out))
+
+
+def read_paths(line: str) -> tuple[str, ...] | None:
+    """The files a shell line reads, when it only runs readers of named files (``cat``, ``nl``,
+    ``sed -n``, ``head``, ``grep`` ...) and writes nothing; None for any other line (one that
+    lists a directory or searches a tree). A stage after a pipe reads its input, not files."""
+    parts = command_parts(line)
+    if not parts:
+        return None
+    out: list[str] = []
+    for part in parts:
+        if moves(part) or inert(part):
+            continue
+        if writes(part) or "\n" in part:
+            return None
+        split = _split(part)
+        if split is None:
+            return None
+        stages, outs, ins = split
+        if outs:
+            return None
+        out.extend(ins)
+        for n, words in enumerate(stages):
+            named = _stage_reads(words, first=n == 0 and not ins)
+            if named is None:
+                return None
+            out.extend(named)
+    if not out or any(not _components(p) for p in out):
+        return None
+    return tuple(dict.fromkeys(posixpath.normpath(p) for p in out))
+
+
+def _stage_reads(words: list[str], first: bool) -> list[str] | None:
+    prog, args = _program(words)
+    if prog not in _READERS:
+        return None
+    ops, flags = _operands(args, _READERS[prog])
+    if prog == "sed" and _sed_in_place(flags):
+        return None
+    if flags & {"r", "R", "--recursive", "d", "--directories"} and prog in _PATTERN_FIRST:
+        return None  # a tree: see the module's note on directories
+    if prog in _PATTERN_FIRST and not ({"e", "f"} & flags):
+        ops = ops[1:]
+    if prog == "tr":
+        return []  # reads its input only
+    if not ops:
+        return [] if not first else None  # the pipe's input; a first stage reading no file reads stdin
+    return ops
