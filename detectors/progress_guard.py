@@ -115,6 +115,8 @@ RULES: dict[str, str] = {
     "paging_poll": "paging tools (scroll, next page, lookup) are judged like polls",
     "fan_out": "a call naming an identifier an earlier result listed, which no call of a same-error streak "
                "named, is fan-out over items: the streak does not make it a loop",
+    "review_nudges": "a view of lines already shown (shown_lines) costs one call: it nudges, never stops, and is no "
+                     "strike toward a stop",
     "shell_targets": "a shell write that names its files (a redirection, tee, sed -i, rm, cp, mv) changed those "
                      "files only, and a read of named files (cat, sed -n, grep, an editor's view) is changed only by "
                      "a write to them: the same view again after writing a reproduction script is a repeat",
@@ -437,11 +439,14 @@ class _Finding:
     layer: str
     detail: str
     strength: float = 1.0
+    nudge_only: bool = False  # ``review_nudges``: it nudges, never stops, and is no strike
 
 
 def _strike(decision: Decision) -> bool:
     """A finding, voiced or silent: every alarm, and an ALLOW scored as one (``nudge_after``);
-    an ALLOW that is no finding scores below 1."""
+    an ALLOW that is no finding scores below 1. A nudge-only finding (``review_nudges``) is none."""
+    if decision.events and decision.events[0][1].get("nudge_only"):
+        return False
     return decision.alarm or decision.score >= 1.0
 
 
@@ -462,12 +467,13 @@ class ProgressGuard(Detector):
       all-MiniLM-L6-v2's sentence vectors, or ``"static"``, the mean of its word-piece
       vectors (``detectors.static_vectors``: microseconds per text instead of milliseconds,
       no torch; measured in docs/detectors.md);
-    - ``shown_lines`` (False): judge a view of a file by the lines already shown: a slice
+    - ``shown_lines`` (True): judge a view of a file by the lines already shown: a slice
       (``view_range``, ``Read`` with ``offset``/``limit``, ``nl -ba f | sed -n 'a,bp'``) whose
       lines were all shown before, nothing written to that file since, is drift, told before
-      it runs (``detectors.file_views``). Off by default: the labelling rubric reads such a
-      view as redundant, the synthetic ``editor_focus`` family as a new look; measured both
-      ways in docs/detectors.md;
+      it runs (``detectors.file_views``). Such a finding only nudges (``review_nudges``): a
+      re-view costs one call, and successful runs make them too. On by default since
+      2026-12-07: the labelling rubric reads such a view as redundant (the synthetic
+      ``editor_focus`` family as a new look); measured both ways in docs/detectors.md;
     - ``shell_parts`` (False): judge a shell line by its commands (split at ``&&``, ``;``,
       line breaks; here-documents kept whole): a line made only of commands that earlier
       lines already ran, after their last write, with nothing written since and no ``cd``
@@ -527,7 +533,7 @@ class ProgressGuard(Detector):
         similarity: float = 0.8,
         semantic: bool = True,
         semantic_vectors: str = "model",
-        shown_lines: bool = False,
+        shown_lines: bool = True,
         shell_parts: bool = False,
         stop_after: int = 1,
         nudge_after: int = 0,
@@ -705,12 +711,13 @@ class ProgressGuard(Detector):
         if finding is None:
             return allow(evidence)
         quiet = self._param(call.tool, "nudge_after")
-        if state.strikes >= self._param(call.tool, "stop_after"):
+        if state.strikes >= self._param(call.tool, "stop_after") and not finding.nudge_only:
             tier = "stop"
         else:
             tier = "silent" if state.strikes < quiet else "nudge"
         event = ("loop:detected", {"layer": finding.layer, "tool": call.tool, "tier": tier,
-                                   "strikes": state.strikes, "detail": finding.detail})
+                                   "strikes": state.strikes, "detail": finding.detail,
+                                   **({"nudge_only": True} if finding.nudge_only else {})})
         if tier == "silent":  # a strike the agent is not told of: its score says it was a finding
             return Decision(Verdict.ALLOW, 1.0 + state.strikes, reason=f"loop-guard: {finding.layer}: {finding.detail}",
                             events=(event,))
@@ -789,7 +796,8 @@ class ProgressGuard(Detector):
             shown = state.shown
             if last >= view.first and all(shown.get((view.path, n)) == stamp for n in range(view.first, last + 1)):
                 return _Finding("drift", f"shows lines {view.first}-{view.last} of {view.path}, all of them shown "
-                                         "already, with nothing written to that file since"), 1.0
+                                         "already, with nothing written to that file since",
+                                nudge_only="review_nudges" not in rules), 1.0
         fam = state.families.get(p.family)
         if fam is not None and info is None and "drift" not in skip:
             last_step, informative, evidence = fam

@@ -99,9 +99,29 @@ def test_a_slice_of_lines_already_shown_is_drift():
     d = g.check("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [40, 60]})
     assert d.verdict is Verdict.NUDGE and "shows lines 40-60 of /t/a.py, all of them shown already" in d.message
     assert _slice(_guard(), 90, 120) is Verdict.NUDGE  # past the end of a file known to have 96 lines
-    off = LoopGuard(semantic=False)  # the default: off
+    assert _slice(LoopGuard(semantic=False), 90, 120) is Verdict.ALLOW  # nothing shown yet
+    default = LoopGuard(semantic=False)  # the default: on
+    default.record("str_replace_editor", {"command": "view", "path": "/t/a.py"}, FILE)
+    assert _slice(default, 40, 60) is Verdict.NUDGE
+    off = LoopGuard(semantic=False, shown_lines=False)
     off.record("str_replace_editor", {"command": "view", "path": "/t/a.py"}, FILE)
     assert _slice(off, 40, 60) is Verdict.ALLOW
+
+
+def test_a_view_of_lines_already_shown_only_nudges_and_is_no_strike():
+    """``review_nudges``: re-views nudge every time, never stop, and a repeat after them is
+    judged as if they had not been; switched off, the second finding stops as any does."""
+    g = _guard()
+    for lo in (10, 20, 30):
+        d = g.check("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [lo, lo + 5]})
+        assert d.verdict is Verdict.NUDGE and d.events[0][1]["nudge_only"] is True
+        g.record("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [lo, lo + 5]}, "x", decision=d)
+    assert g.state.strikes == 0
+    g = _guard(skip_rules=["review_nudges"])
+    for verdict in (Verdict.NUDGE, Verdict.STOP):
+        d = g.check("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [10, 15]})
+        assert d.verdict is verdict and "nudge_only" not in d.events[0][1]
+        g.record("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [10, 15]}, "x", decision=d)
 
 
 def test_a_write_to_the_file_makes_its_lines_news_again_and_a_write_elsewhere_does_not():

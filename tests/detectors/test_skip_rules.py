@@ -9,7 +9,7 @@ import pytest
 from detectors.guard import LoopGuard
 from detectors.params import ParamError, check_params
 from detectors.progress_guard import RULES, ProgressGuard
-from detectors.protocol import Verdict
+from detectors.protocol import Verdict, allow
 
 ALLOW, NUDGE = Verdict.ALLOW, Verdict.NUDGE
 
@@ -170,10 +170,11 @@ def line_news(g: LoopGuard) -> Verdict:
     g.record("bash", {"command": "nl -ba models.py | sed -n '1,4p'"},
              "\n".join(f"{k:6d}\t{line}" for k, line in enumerate(source, 1)))
     g.record("bash", {"command": "grep -n body models.py"}, "3:        body = encode(data)")  # seen
+    # the narrower views ran (``shown_lines`` nudges them; the harness here only watches)
     g.record("bash", {"command": "nl -ba models.py | sed -n '2,3p'"},
-             "\n".join(f"{k:6d}\t{line}" for k, line in enumerate(source[1:3], 2)))  # seen
+             "\n".join(f"{k:6d}\t{line}" for k, line in enumerate(source[1:3], 2)), decision=allow(0))  # seen
     patched = "    if data: body = encode(self.body)"  # known words, a new line
-    g.record("bash", {"command": "nl -ba models.py | sed -n '2,2p'"}, f"     2\t{patched}")
+    g.record("bash", {"command": "nl -ba models.py | sed -n '2,2p'"}, f"     2\t{patched}", decision=allow(0))
     # the test after reading the patched code: without the line, a fourth result that added nothing
     return g.check("bash", {"command": "python -m pytest -q tests/test_models.py"}).verdict
 
@@ -204,6 +205,18 @@ def shell_targets(g: LoopGuard) -> Verdict:
              "<returncode>0</returncode>\n<output>\n</output>")
     g.record("bash", {"command": "python reproduce_issue.py"}, "<returncode>0</returncode>\n<output>\n(4, 2)\n</output>")
     return g.check("bash", read).verdict
+
+
+def review_nudges(g: LoopGuard) -> Verdict:
+    """A narrower view of lines already shown, then the identical test run again: is the agent
+    stopped? (NUDGE: it is; ALLOW: it is only nudged.) The re-view is no strike toward a stop."""
+    g.record("bash", {"command": "nl -ba src/app.py | sed -n '1,40p'"},
+             "<returncode>0</returncode>\n<output>\n" + "".join(f"{n:6}\tline {n}\n" for n in range(1, 41)) + "</output>")
+    g.record("bash", {"command": "python -m pytest -q"}, "<returncode>1</returncode>\n<output>\n1 failed\n</output>", error=True)
+    assert g.check("bash", {"command": "sed -n '10,20p' src/app.py"}).verdict is NUDGE  # the re-view
+    g.record("bash", {"command": "sed -n '10,20p' src/app.py"},
+             "<returncode>0</returncode>\n<output>\n" + "".join(f"line {n}\n" for n in range(10, 21)) + "</output>")
+    return NUDGE if g.check("bash", {"command": "python -m pytest -q"}).verdict is Verdict.STOP else ALLOW
 
 
 def test_a_read_of_named_files_is_changed_only_by_a_write_to_them():
@@ -315,6 +328,7 @@ CASES = {
     "write_resets": (write_resets, ALLOW), "write_acts": (write_acts, ALLOW), "known_reread": (known_reread, ALLOW),
     "line_news": (line_news, ALLOW), "redo_write": (redo_write, ALLOW),
     "program_streak": (program_streak, ALLOW), "shell_targets": (shell_targets, NUDGE),
+    "review_nudges": (review_nudges, ALLOW),
 }
 
 

@@ -7,7 +7,7 @@ from detectors.progress_guard import ProgressGuard
 from scenarios.base import FAMILIES, make_scenario
 from scenarios.editor import REPO, repo_path
 from scenarios.world import World, WorldState
-from detectors.protocol import ToolCall
+from detectors.protocol import ToolCall, Verdict
 from sim.play.harness import generate
 from sim.play.validate import scored_looping_paths
 
@@ -114,7 +114,8 @@ def test_loops_repeat_with_nothing_written_between(name):
 
 
 def test_the_guard_lets_the_repair_cycle_through_and_catches_the_loops():
-    guard = ProgressGuard(semantic=False)
+    # ``shown_lines`` off: the rubric's reading of a narrower view (below) is not this family's
+    guard = ProgressGuard(semantic=False, shown_lines=False)
     for name in HEALTHY + LOOPS + FOCUS:
         for i in range(8):
             ep = generate(make_scenario(name, i, suite_seed=5, tree_share=0.0))
@@ -141,13 +142,24 @@ def _first_alarm(guard, ep):
     return None, ""
 
 
+def _decisions(guard, ep):
+    state, out = guard.start(), []
+    for n in ep.tool_nodes():
+        d = guard.check(state, n.call)
+        out.append(d)
+        state = guard.record(state, n.call, d, n.observation)
+    return out
+
+
 def test_narrowing_in_on_what_was_read_is_no_loop_and_the_rules_that_say_so_are_needed():
     """editor_focus: after the whole file, a grep and a slice show only lines already read, and a
-    failed edit is followed by a narrower slice. Healthy by the world's facts (each look is new),
-    let through by the guard; without write_acts and known_reread the guard calls the edit or the
-    narrower slice a loop."""
-    old = ProgressGuard(semantic=False, skip_rules=("write_acts", "known_reread"))
-    guard = ProgressGuard(semantic=False)
+    failed edit is followed by a narrower slice. Healthy by the family's reading (each look is
+    new), let through by the guard without ``shown_lines``; without write_acts and known_reread
+    it calls the edit or the narrower slice a loop. With ``shown_lines`` (the default), which
+    reads the slice as the labelling rubric does, it nudges at the slice and never stops."""
+    old = ProgressGuard(semantic=False, shown_lines=False, skip_rules=("write_acts", "known_reread"))
+    guard = ProgressGuard(semantic=False, shown_lines=False)
+    default = ProgressGuard(semantic=False)
     flagged, narrowed = [], 0
     for i in range(20):
         ep = generate(make_scenario("editor_focus", i, suite_seed=7, tree_share=0.0))
@@ -162,6 +174,10 @@ def test_narrowing_in_on_what_was_read_is_no_loop_and_the_rules_that_say_so_are_
         assert all(body(v) <= body(whole) for v in views), "every slice shows lines the whole view showed"
         narrowed += len(views) > 1
         assert _first_alarm(guard, ep)[0] is None, (i, _first_alarm(guard, ep))
+        at, why = _first_alarm(default, ep)
+        assert at is not None and "drift: shows lines" in why, (i, at, why)
+        verdicts = [d.verdict for d in _decisions(default, ep)]
+        assert Verdict.STOP not in verdicts and Verdict.NUDGE in verdicts
         at, why = _first_alarm(old, ep)
         if at is not None:
             flagged.append(why.split(":")[1].strip())
