@@ -140,6 +140,11 @@ LAYERS_FROM: dict[str, tuple[str, ...]] = {
     "not_there": ("react_hotpotqa",),  # ReAct's Lookup
     "no_reply": ("magentic_one",),  # an orchestrator re-delegating to a silent agent
 }
+#: The most files whose writes are tracked one by one on a path (``GuardState.file_writes``): a
+#: read of a file asks each of them whether it may be that file (``_written_at``), so the bound
+#: keeps a trace that writes thousands of files linear; past it, a write to another file counts
+#: as one whose files are not known, which errs towards "changed".
+MAX_NAMED_FILES = 256
 #: What the semantic layer compares: the model's sentence vectors, or static word-piece vectors.
 SEMANTIC_VECTORS = ("model", "static")
 
@@ -1220,6 +1225,8 @@ class ProgressGuard(Detector):
             return {"file_writes": state.file_writes, "writes_anywhere": state.writes_anywhere,
                     "shell_write_at": state.shell_write_at, "file_write_at": state.file_write_at}
         files = self._files_written(call, p)
+        if files is not None and any(f not in state.file_writes for f in files) and len(state.file_writes) >= MAX_NAMED_FILES:
+            files = None  # past the bound, a write to a file not yet tracked counts as one whose files are not known
         if files is None:
             return {"file_writes": state.file_writes, "writes_anywhere": state.step,
                     "shell_write_at": state.step if self._command_text(call.tool) else state.shell_write_at,

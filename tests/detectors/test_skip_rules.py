@@ -242,6 +242,16 @@ def test_a_read_of_named_files_is_changed_only_by_a_write_to_them():
         for t, a, out in before:
             g.record(t, a, out)
         assert g.check(tool, args).verdict is expected, (before, expected)
+    # past MAX_NAMED_FILES files tracked, a write to one more counts as one whose files are not known
+    from detectors.progress_guard import MAX_NAMED_FILES
+    g = LoopGuard(semantic=False, max_steps=10_000)
+    g.record("bash", view, shown)
+    for i in range(MAX_NAMED_FILES - 1):
+        g.record("bash", {"command": f"touch out/f{i}.txt"}, ok)
+    g.record("bash", {"command": "touch out/last.txt"}, ok)  # the last one tracked
+    assert g.check("bash", view).verdict is NUDGE
+    g.record("bash", {"command": "touch out/one_more.txt"}, ok)
+    assert g.check("bash", view).verdict is ALLOW
     # a listing: a program run may have written into the directory (``__pycache__``)
     g = LoopGuard(semantic=False)
     g.record("bash", {"command": "ls -la src/app"}, "<returncode>0</returncode>\n<output>\nmodels.py\n</output>")
