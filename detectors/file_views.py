@@ -171,7 +171,7 @@ def shown_lines(view: View, text: str) -> list[int]:
         # mini-swe-agent cut a long output to its head and tail: the head is the view's first
         # lines (its last one may be cut mid-line, so it does not count); where the tail
         # starts is not told.
-        text = head.group(1).rsplit("\n", 1)[0]
+        text = head.group(1).rstrip("\n").rsplit("\n", 1)[0]
         if not text:
             return []
     lines = text.replace("\r\n", "\n").split("\n")

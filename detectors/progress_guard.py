@@ -66,7 +66,7 @@ from .shell_files import overlaps, read_paths, written_paths
 from .pathmap import PathCounts
 from .result_news import ResultText, read_result, what_is_new
 from .result_news import norm_text as _norm_text
-from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, result_known, tool_param
+from .protocol import Decision, Detector, Observation, ToolCall, Verdict, allow, nudge_only, result_known, tool_param
 from .signature import args_text, canonical_json, content_text
 from .params import Each, OneOf, Range
 
@@ -115,8 +115,8 @@ RULES: dict[str, str] = {
     "paging_poll": "paging tools (scroll, next page, lookup) are judged like polls",
     "fan_out": "a call naming an identifier an earlier result listed, which no call of a same-error streak "
                "named, is fan-out over items: the streak does not make it a loop",
-    "review_nudges": "a view of lines already shown (shown_lines) costs one call: it nudges, never stops, and is no "
-                     "strike toward a stop",
+    "review_nudges": "a view of lines already shown (shown_lines) costs one call: once it ran, it is no strike "
+                     "toward a stop (it nudges; only findings before it can make it stop)",
     "shell_targets": "a shell write that names its files (a redirection, tee, sed -i, rm, cp, mv) changed those "
                      "files only, and a read of named files (cat, sed -n, grep, an editor's view) is changed only by "
                      "a write to them: the same view again after writing a reproduction script is a repeat",
@@ -444,13 +444,22 @@ class _Finding:
     layer: str
     detail: str
     strength: float = 1.0
-    nudge_only: bool = False  # ``review_nudges``: it nudges, never stops, and is no strike
+    nudge_only: bool = False  # ``review_nudges``: once it ran, no strike toward a stop
 
 
-def _strike(decision: Decision) -> bool:
+def _one_file(target: str) -> bool:
+    """A declared read's target names one file: a single path whose last part has a suffix
+    (``models.py``), so not a folder (``/testbed/pkg``), a list or a pattern."""
+    target = target.strip()
+    name = posixpath.basename(target)
+    return bool(target) and "." in name.strip(".") and not any(c in target for c in ",* \t\n?[{")
+
+
+def _strike(decision: Decision, ran: bool = True) -> bool:
     """A finding, voiced or silent: every alarm, and an ALLOW scored as one (``nudge_after``);
-    an ALLOW that is no finding scores below 1. A nudge-only finding (``review_nudges``) is none."""
-    if decision.events and decision.events[0][1].get("nudge_only"):
+    an ALLOW that is no finding scores below 1. A re-view (``review_nudges``) that ran is none;
+    one the nudge replaced is one, or the agent could ask for it forever."""
+    if ran and nudge_only(decision):
         return False
     return decision.alarm or decision.score >= 1.0
 
@@ -475,8 +484,9 @@ class ProgressGuard(Detector):
     - ``shown_lines`` (True): judge a view of a file by the lines already shown: a slice
       (``view_range``, ``Read`` with ``offset``/``limit``, ``nl -ba f | sed -n 'a,bp'``) whose
       lines were all shown before, nothing written to that file since, is drift, told before
-      it runs (``detectors.file_views``). Such a finding only nudges (``review_nudges``): a
-      re-view costs one call, and successful runs make them too. On by default since
+      it runs (``detectors.file_views``). Once the view ran, such a finding is no strike toward a
+      stop (``review_nudges``): a re-view costs one call, and successful runs make them too.
+      On by default since
       2026-12-07: the labelling rubric reads such a view as redundant (the synthetic
       ``editor_focus`` family as a new look); measured both ways in docs/detectors.md;
     - ``shell_parts`` (False): judge a shell line by its commands (split at ``&&``, ``;``,
@@ -674,8 +684,10 @@ class ProgressGuard(Detector):
             if self.shell_parts:
                 as_written = "code_cosmetic" in self.switched_off(call.tool)[1]
                 prepared.commands = line_commands(line, _as_written if as_written else cosmetic_form)
-        elif effect is not None and not effect.writes and effect.what == "file" and effect.target:
-            prepared._reads = tuple(posixpath.normpath(t.strip()) for t in effect.target.split(","))
+        elif (effect is not None and not effect.writes and effect.what == "file" and effect.target
+              and _one_file(effect.target)):
+            # a declared read of one file (not a listing, a search of a folder, or several paths)
+            prepared._reads = (posixpath.normpath(effect.target.strip()),)
         return prepared
 
     def _line_results(self, call: ToolCall, p: _Prepared) -> bool:
@@ -716,7 +728,7 @@ class ProgressGuard(Detector):
         if finding is None:
             return allow(evidence)
         quiet = self._param(call.tool, "nudge_after")
-        if state.strikes >= self._param(call.tool, "stop_after") and not finding.nudge_only:
+        if state.strikes >= self._param(call.tool, "stop_after"):
             tier = "stop"
         else:
             tier = "silent" if state.strikes < quiet else "nudge"
@@ -748,10 +760,10 @@ class ProgressGuard(Detector):
         info: KeyInfo | None = state.keys.get(p.key)
         if info is not None and "signature" not in skip:
             ago = state.step - info.last_step
-            if p.reads is not None and "shell_targets" not in rules:
+            if "shell_targets" not in rules and p.reads is not None:
                 # A read of named files is changed only by a write to them, or one whose files are not known.
                 changed = mode != "mutating" and (state.writes_anywhere > info.last_step or any(
-                    self._written_at(state.file_writes, f, tool) > info.last_step for f in p.reads))
+                    self._written_at(state.file_writes, f) > info.last_step for f in p.reads))
             else:
                 changed = state.last_mutation > info.last_step and mode != "mutating"
             if changed:
@@ -795,14 +807,15 @@ class ProgressGuard(Detector):
         view = p.view
         if (view is not None and view.first is not None and state.shown and "drift" not in skip
                 and view.last - view.first < MAX_RANGE):  # ``view`` is set only with ``shown_lines``
-            stamp = (state.writes_anywhere, self._written_at(state.file_writes, view.path, tool))
+            stamp = (state.writes_anywhere, self._written_at(state.file_writes, view.path))
             end = state.file_ends.get(view.path)
             last = min(view.last, end[1]) if end is not None and end[0] == stamp else view.last
             shown = state.shown
             if last >= view.first and all(shown.get((view.path, n)) == stamp for n in range(view.first, last + 1)):
                 return _Finding("drift", f"shows lines {view.first}-{view.last} of {view.path}, all of them shown "
                                          "already, with nothing written to that file since",
-                                nudge_only="review_nudges" not in rules), 1.0
+                                # the same view again is a repeat like any other: a strike
+                                nudge_only="review_nudges" not in rules and info is None), 1.0
         fam = state.families.get(p.family)
         if fam is not None and info is None and "drift" not in skip:
             last_step, informative, evidence = fam
@@ -1014,7 +1027,7 @@ class ProgressGuard(Detector):
     def record(self, state: GuardState, call: ToolCall, decision: Decision, observation: Observation | None) -> GuardState:
         if observation is None or observation.nudge:
             # The call did not run: a strike if we intervened, nothing learned otherwise.
-            if _strike(decision):
+            if _strike(decision, ran=False):
                 return replace(state, strikes=state.strikes + 1, since_strike=0)
             return state
         mode = self.mode(call.tool)
@@ -1098,7 +1111,7 @@ class ProgressGuard(Detector):
         if p.view is not None and not observation.error:
             numbers = shown_lines(p.view, text)
             if numbers:
-                stamp = (writes["writes_anywhere"], self._written_at(writes["file_writes"], p.view.path, call.tool))
+                stamp = (writes["writes_anywhere"], self._written_at(writes["file_writes"], p.view.path))
                 shown = shown.with_all(((p.view.path, n) for n in numbers), stamp)
                 end = file_end(p.view, text, numbers)
                 if end is not None:
@@ -1199,7 +1212,7 @@ class ProgressGuard(Detector):
             return True
         if files is None:
             return state.file_write_at > step
-        return any(self._written_at(state.file_writes, f, call.tool) > step for f in files)
+        return any(self._written_at(state.file_writes, f) > step for f in files)
 
     def _files_written(self, call: ToolCall, p: _Prepared) -> tuple[str, ...] | None:
         """The files a write names: a declared file write's, or (``shell_targets``) a shell line's
@@ -1209,12 +1222,12 @@ class ProgressGuard(Detector):
             return p.shell_files
         return files
 
-    def _written_at(self, file_writes: PathCounts, path: str, tool: str) -> int:
-        """The step of the last write to ``path`` whose files were named (-1: none). With
-        ``shell_targets`` a write counts when its path may name the same file (``x.py`` and
-        ``/testbed/x.py``) or a directory holding it; without, only the same path does."""
-        if "shell_targets" in self.switched_off(tool)[1]:
-            return file_writes.get(path, -1)
+    @staticmethod
+    def _written_at(file_writes: PathCounts, path: str) -> int:
+        """The step of the last write to ``path`` whose files were named (-1: none): a write counts
+        when its path may name the same file (``x.py`` and ``/testbed/x.py``) or a directory
+        holding it. (Whatever the rules of the tool that reads: the stamps may come from another
+        tool's writes.)"""
         return max((step for f, step in file_writes.items() if overlaps(f, path)), default=-1)
 
     def _writes_after(self, state: GuardState, call: ToolCall, p: _Prepared, wrote: bool) -> dict[str, Any]:

@@ -83,6 +83,12 @@ def ran(observation: Observation | None) -> bool:
     return observation is not None and not observation.nudge
 
 
+def nudge_only(decision: "Decision") -> bool:
+    """The decision voices a finding that is no strike toward a stop once the call ran
+    (``progress_guard``'s ``review_nudges``: a re-view costs one call); its first event says so."""
+    return bool(decision.events) and bool(decision.events[0][1].get("nudge_only"))
+
+
 def result_known(observation: Observation | None) -> bool:
     """True when the tool ran and its result was recorded: only then may a detector read ``content``.
 

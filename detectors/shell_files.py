@@ -42,33 +42,49 @@ import shlex
 
 from .commands import command_parts, inert, moves, writes
 
-# A here-document's marker in a command: the command is the text before its body.
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
+# A here-document's marker in a command (not a here-string, ``<<<``): the command is the text
+# before its body.
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
 # Redirections shlex (``punctuation_chars``) gives as tokens: ``>``, ``>>``, ``&>``, ``>|``,
 # ``<``; ``>&`` and ``<&`` are followed by a descriptor or a file.
-_OUT = frozenset((">", ">>", "&>", ">|", "&>>"))
+_OUT = frozenset((">", ">>", "&>", ">|", "&>>", ">>|"))
 _IN = frozenset(("<",))
 _DUP = frozenset((">&", "<&"))
-# Words that make a path unknowable from the text (variables, substitutions, home).
-_UNKNOWABLE = re.compile(r"[$`~]")
+# Text that makes a path unknowable (variables, substitutions, home, brace expansion) or a glob.
+_UNKNOWABLE = re.compile(r"[$`~{}*?\[\]]")
+# Text that runs another command inside a word: its effects are not the line's words.
+_SUBSTITUTION = re.compile(r"`|\$\(|<\(|>\(")
 
 # Programs that only read the files they name, and the short options of each that take a value
 # (``grep -A 5``); the first positional argument of some is no path (a pattern, a sed script).
 _READERS: dict[str, str] = {
-    "cat": "", "nl": "bvinswdlf", "head": "nc", "tail": "nc", "wc": "", "stat": "cf",
-    "file": "fm", "diff": "UCxXSL", "cmp": "inb", "sort": "ktoST", "uniq": "fsw", "cut": "dfcb",
-    "grep": "efmABCdD", "egrep": "efmABCdD", "fgrep": "efmABCdD", "sed": "efl", "tr": "",
+    "cat": "", "nl": "bvinswdlf", "head": "nc", "tail": "nc", "wc": "", "stat": "cf", "cut": "dfcb",
+    "grep": "emABCdD", "egrep": "emABCdD", "fgrep": "emABCdD", "sed": "el", "tr": "",
 }
-_PATTERN_FIRST = frozenset(("grep", "egrep", "fgrep", "rg", "sed"))
+_PATTERN_FIRST = frozenset(("grep", "egrep", "fgrep", "sed"))
+# Options by which a reader reads more than its operands (``grep -f pats``, ``tail -f``) or
+# something other than files (``grep -r`` a tree): such a line is no read of named files.
+_MORE_THAN_OPERANDS = {"grep": {"f", "--file", "r", "R", "--recursive", "d", "--directories", "--include", "--exclude"},
+                       "egrep": {"f", "--file", "r", "R", "--recursive"}, "fgrep": {"f", "--file", "r", "R", "--recursive"},
+                       "tail": {"f", "F", "--follow"}, "sed": {"f", "--file", "i", "--in-place"}}
+# A sed script that only prints or deletes lines by number (``10,20p``, ``$p``, ``1,5d;10q``): one
+# that matches text, reads (``r``), writes (``w``) or runs (``e``) is not read here.
+_SED_LINES = re.compile(r"\s*(?:(?:\d+|\$)(?:\s*,\s*(?:\d+|\$))?\s*[pdq]\s*;?\s*)+")
 # Programs that write the files they name (all their operands; ``cp`` only its last).
 _NAMED_WRITERS = frozenset(("rm", "rmdir", "touch", "mkdir", "mv", "cp", "tee"))
+# Programs run as the line's work (a script, a test run, a listing): like a standalone line of
+# theirs (``detectors.commands.writes``), they count as writing nothing the text does not show.
+# (Not ``sort``, ``uniq``, ``awk``, ``find``, ``env``: they write through options or scripts, or run
+# the command they name.)
+_RUNNERS = frozenset(("python", "python2", "python3", "pytest", "py.test", "node", "ruby", "java", "javac", "go",
+                      "cargo", "make", "npm", "npx", "yarn", "pnpm", "tox", "nox", "ls", "pwd", "which", "git",
+                      "echo", "printf", "true", "false", "test", "[", "sleep", "cd", "export", "set", "diff", "cmp",
+                      "file", "jq", "xxd", "od", "du", "df"))
 
 
 def _components(path: str) -> list[str] | None:
     if _UNKNOWABLE.search(path):
         return None
-    if any(c in path for c in "*?["):  # a glob: the directory it is in
-        path = posixpath.dirname(path.split("*")[0].split("?")[0].split("[")[0]) or "."
     parts = [c for c in posixpath.normpath(path).split("/") if c not in ("", ".")]
     return None if ".." in parts else parts
 
@@ -76,7 +92,7 @@ def _components(path: str) -> list[str] | None:
 def overlaps(a: str, b: str) -> bool:
     """True when paths ``a`` and ``b`` may name the same file, or one a directory holding the
     other: the shorter's components appear in a row in the longer's. A path that cannot be
-    read (``$HOME/x``, ``../x``) or names the working directory overlaps every path."""
+    read (``$HOME/x``, ``../x``, a glob) or names the working directory overlaps every path."""
     pa, pb = _components(a), _components(b)
     if not pa or not pb:
         return True
@@ -88,7 +104,7 @@ def overlaps(a: str, b: str) -> bool:
 
 def _split(part: str) -> tuple[list[list[str]], list[str], list[str]] | None:
     """A command's pipeline: the words of each stage, the files it redirects into and from.
-    None when shlex cannot read it (an unbalanced quote)."""
+    None when shlex cannot read it (an unbalanced quote) or the command holds a subshell."""
     head, _, _body = part.partition("\n") if _HEREDOC.search(part.split("\n", 1)[0]) else (part, "", "")
     head = _HEREDOC.sub(" ", head)
     try:
@@ -133,10 +149,12 @@ def _program(words: list[str]) -> tuple[str, list[str]]:
     return posixpath.basename(words[i]), words[i + 1:]
 
 
-def _operands(args: list[str], valued: str) -> tuple[list[str], set[str]]:
-    """The positional arguments and the option letters (short and long) of a command."""
+def _operands(args: list[str], valued: str) -> tuple[list[str], set[str], list[str]]:
+    """The positional arguments, the options (short letters and long names) and the values of
+    ``-e`` / ``--expression`` (a sed or grep script given as an option) of a command."""
     out: list[str] = []
     flags: set[str] = set()
+    scripts: list[str] = []
     i = 0
     while i < len(args):
         word = args[i]
@@ -144,53 +162,80 @@ def _operands(args: list[str], valued: str) -> tuple[list[str], set[str]]:
             out.extend(args[i + 1:])
             break
         if word.startswith("--"):
-            flags.add(word.split("=", 1)[0])
+            name, eq, value = word.partition("=")
+            flags.add(name)
+            if name in ("--expression", "--regexp"):
+                if not eq and i + 1 < len(args):
+                    i += 1
+                    value = args[i]
+                scripts.append(value)
         elif word.startswith("-") and len(word) > 1 and not word[1:].isdigit():
             for j, ch in enumerate(word[1:], 1):
                 flags.add(ch)
                 if ch in valued:
-                    if j == len(word) - 1:
+                    rest = word[j + 1:]
+                    if not rest and i + 1 < len(args):
                         i += 1  # the value is the next word
+                        rest = args[i]
+                    if ch == "e":
+                        scripts.append(rest)
                     break
         elif not (word.startswith("-") and word[1:].isdigit()):  # ``head -20``
             out.append(word)
         i += 1
-    return out, flags
+    return out, flags, scripts
 
 
-def _sed_in_place(flags: set[str]) -> bool:
-    return "i" in flags or any(f.startswith("--in-place") for f in flags)
+def _sed(args: list[str]) -> tuple[bool, list[str], list[str]]:
+    """A sed command's: whether it edits in place, its scripts, its files."""
+    ops, flags, scripts = _operands(args, "efl")
+    in_place = "i" in flags or "--in-place" in flags
+    if not scripts and not ({"f", "--file"} & flags) and ops:
+        scripts, ops = [ops[0]], ops[1:]
+    return in_place, scripts, ops
 
 
 def _stage_writes(words: list[str]) -> list[str] | None:
     """The files one pipeline stage writes by its program ([] when it writes none), None when
-    it writes something its words do not name."""
+    it may write something its words do not name."""
     prog, args = _program(words)
-    text = " ".join(words)
+    if not prog:
+        return []
     if prog == "sed":
-        ops, flags = _operands(args, _READERS["sed"])
-        if not _sed_in_place(flags):
-            return [] if not writes(text) else None
-        return ops if ("e" in flags or "f" in flags) else ops[1:]
+        in_place, _, files = _sed(args)
+        if not in_place:
+            return []
+        return files if files and all(_components(f) for f in files) else None
     if prog in _NAMED_WRITERS:
-        ops, flags = _operands(args, "mtS" if prog in ("cp", "mv") else "m")
-        if "t" in flags or "target-directory" in " ".join(flags):
+        ops, flags, _ = _operands(args, "mtS" if prog in ("cp", "mv") else "m")
+        if "t" in flags or "--target-directory" in flags:
+            return None
+        maybe_dirs = ops if prog == "mv" or {"r", "R", "--recursive"} & flags else ops[-1:] if prog == "cp" else []
+        if any(o.endswith("/") or "." not in posixpath.basename(o) for o in maybe_dirs):
+            # a directory: a file read relative to it (``cd pkg && cat m.py`` after ``rm -rf
+            # pkg``, or after ``cp x.py pkg/``) names none of its operands
             return None
         return ops[-1:] if prog == "cp" else ops
-    return [] if not writes(text) else None
+    if prog in _READERS or prog in _RUNNERS:
+        return [] if not writes(" ".join(words)) else None
+    return None  # a program not known here (``sort -o``, ``ed``, ``sh -c``, ``xargs rm``, ``vim``)
 
 
 def written_paths(line: str) -> tuple[str, ...] | None:
     """The files a shell line writes, when every write of it names them: () for a line that
-    writes nothing, None when a write's files are not known. A here-document whose text would
-    write files when run (a script that opens a file for writing) counts as such a write."""
+    writes nothing it does not name, None when a write's files are not known. A program run
+    (``python t.py``) counts as writing nothing, as the same line alone does; a program this
+    module does not know, a substitution, or a here-document whose text would write files when
+    run (a script that opens a file for writing), makes the files unknown."""
     parts = command_parts(line)
     if parts is None:
         return None if writes(line) else ()
     out: list[str] = []
     for part in parts:
-        if moves(part) or inert(part) or not writes(part):
+        if moves(part):
             continue
+        if _SUBSTITUTION.search(part.split("\n", 1)[0] if _HEREDOC.search(part.split("\n", 1)[0]) else part):
+            return None
         split = _split(part)
         if split is None:
             return None
@@ -211,8 +256,9 @@ def written_paths(line: str) -> tuple[str, ...] | None:
 
 def read_paths(line: str) -> tuple[str, ...] | None:
     """The files a shell line reads, when it only runs readers of named files (``cat``, ``nl``,
-    ``sed -n``, ``head``, ``grep`` ...) and writes nothing; None for any other line (one that
-    lists a directory or searches a tree). A stage after a pipe reads its input, not files."""
+    ``sed -n '10,20p'``, ``head``, ``grep`` of files ...) and writes nothing; None for any other
+    line (one that lists a directory, searches a tree, reads a glob or reads files its options
+    name). A stage after a pipe reads its input, not files."""
     parts = command_parts(line)
     if not parts:
         return None
@@ -220,7 +266,7 @@ def read_paths(line: str) -> tuple[str, ...] | None:
     for part in parts:
         if moves(part) or inert(part):
             continue
-        if writes(part) or "\n" in part:
+        if writes(part) or "\n" in part or _SUBSTITUTION.search(part):
             return None
         split = _split(part)
         if split is None:
@@ -243,13 +289,17 @@ def _stage_reads(words: list[str], first: bool) -> list[str] | None:
     prog, args = _program(words)
     if prog not in _READERS:
         return None
-    ops, flags = _operands(args, _READERS[prog])
-    if prog == "sed" and _sed_in_place(flags):
-        return None
-    if flags & {"r", "R", "--recursive", "d", "--directories"} and prog in _PATTERN_FIRST:
-        return None  # a tree: see the module's note on directories
-    if prog in _PATTERN_FIRST and not ({"e", "f"} & flags):
-        ops = ops[1:]
+    if prog == "sed":
+        in_place, scripts, ops = _sed(args)
+        if in_place or not scripts or not all(_SED_LINES.fullmatch(sc) for sc in scripts):
+            return None
+        flags: set[str] = set()
+    else:
+        ops, flags, _ = _operands(args, _READERS[prog])
+        if flags & _MORE_THAN_OPERANDS.get(prog, set()):
+            return None
+        if prog in _PATTERN_FIRST and not ({"e", "--regexp"} & flags):
+            ops = ops[1:]
     if prog == "tr":
         return []  # reads its input only
     if not ops:

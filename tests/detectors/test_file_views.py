@@ -8,7 +8,8 @@ from detectors import Verdict
 from detectors.effects import Effects
 from detectors.file_views import View, file_end, shown_lines, view_of
 from detectors.guard import LoopGuard
-from detectors.protocol import ToolCall
+from detectors.progress_guard import ProgressGuard
+from detectors.protocol import Observation, ToolCall
 
 EFFECTS = Effects()
 
@@ -69,6 +70,8 @@ def test_shown_lines_read_the_gutter_or_count_from_the_first_line():
            "<output_tail>\n    return x\n</output_tail>")
     assert shown_lines(View("a.py", None, None, False), cut) == [1, 2, 3]
     assert shown_lines(View("a.py", 50, 400, False), cut) == [50, 51, 52]
+    # mini-swe-agent's own template ends the head with a line break: its last line is still cut
+    assert shown_lines(View("a.py", None, None, False), cut.replace("    de</output_head>", "    de\n</output_head>")) == [1, 2, 3]
 
 
 def test_file_end_only_from_an_uncut_result_that_stopped_short():
@@ -108,21 +111,30 @@ def test_a_slice_of_lines_already_shown_is_drift():
     assert _slice(off, 40, 60) is Verdict.ALLOW
 
 
-def test_a_view_of_lines_already_shown_only_nudges_and_is_no_strike():
-    """``review_nudges``: re-views nudge every time, never stop, and a repeat after them is
-    judged as if they had not been; switched off, the second finding stops as any does."""
-    g = _guard()
+def test_a_view_of_lines_already_shown_that_ran_is_no_strike():
+    """``review_nudges``: re-views that ran (the nudge beside the result) nudge every time and
+    add no strike; one the nudge replaced is a strike, so asking for it again stops. Switched
+    off, the second re-view stops as any second finding does."""
+    det = ProgressGuard(semantic=False)
+    state = det.start()
+    whole = ToolCall("str_replace_editor", {"command": "view", "path": "/t/a.py"})
+    state = det.record(state, whole, det.check(state, whole), Observation(FILE))
     for lo in (10, 20, 30):
-        d = g.check("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [lo, lo + 5]})
+        call = ToolCall("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [lo, lo + 5]})
+        d = det.check(state, call)
         assert d.verdict is Verdict.NUDGE and d.events[0][1]["nudge_only"] is True
-        g.record("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [lo, lo + 5]}, "x", decision=d)
-    assert g.state.strikes == 0
+        state = det.record(state, call, d, Observation("x"))
+    assert state.strikes == 0
+    g = _guard()  # the harness gives the nudge instead of the lines
+    view = {"command": "view", "path": "/t/a.py", "view_range": [10, 15]}
+    assert g.check("str_replace_editor", view).verdict is Verdict.NUDGE
+    g.record("str_replace_editor", view)
+    assert g.check("str_replace_editor", view).verdict is Verdict.STOP
     g = _guard(skip_rules=["review_nudges"])
-    for verdict in (Verdict.NUDGE, Verdict.STOP):
-        d = g.check("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [10, 15]})
+    for lo, verdict in ((10, Verdict.NUDGE), (20, Verdict.STOP)):
+        d = g.check("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [lo, lo + 5]})
         assert d.verdict is verdict and "nudge_only" not in d.events[0][1]
-        g.record("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [10, 15]}, "x", decision=d)
-
+        g.record("str_replace_editor", {"command": "view", "path": "/t/a.py", "view_range": [lo, lo + 5]}, "x", decision=d)
 
 def test_a_write_to_the_file_makes_its_lines_news_again_and_a_write_elsewhere_does_not():
     g = _guard()

@@ -51,3 +51,20 @@ def test_layered_budget_is_the_last_rail():
     det = LayeredDetector(layer_params={"step_budget": {"max_steps": 2}})
     ds = drive(det, [(ToolCall("t", {"i": i}), Observation(f"new {i} " * 3 + str(i))) for i in range(3)])
     assert ds[2].verdict is Verdict.STOP
+
+
+def test_layered_does_not_count_re_views_that_ran_as_nudges_that_failed():
+    """``progress_guard``'s re-view findings (``review_nudges``) that ran beside their nudge are
+    no sign the nudges do not help: three of them in a row do not escalate."""
+    det = LayeredDetector(layers=("progress_guard",), escalate_after=2)
+    state = det.start()
+    shown = "".join(f"{n:6}\tline {n}\n" for n in range(1, 41))
+    whole = ToolCall("bash", {"command": "nl -ba src/app.py | sed -n '1,40p'"})
+    state = det.record(state, whole, det.check(state, whole), Observation(shown))
+    verdicts = []
+    for lo in (2, 10, 20):
+        call = ToolCall("bash", {"command": f"nl -ba src/app.py | sed -n '{lo},{lo + 3}p'"})
+        d = det.check(state, call)
+        verdicts.append(d.verdict)
+        state = det.record(state, call, d, Observation("".join(f"{n:6}\tline {n}\n" for n in range(lo, lo + 4))))
+    assert verdicts == [Verdict.NUDGE] * 3 and state.nudges == 0

@@ -20,8 +20,13 @@ PATHS = st.lists(_NAME, min_size=1, max_size=4).map(lambda parts: "/".join(parts
     ("sed -i 's/a/b/' pkg/m.py", ("pkg/m.py",)),
     ("sed -i.bak -e 's/a/b/' -e 's/c/d/' a.py b.py", ("a.py", "b.py")),
     ("cd /testbed && sed -i '5s/x/y/' ./django/a.py && git diff", ("django/a.py",)),
-    ("rm -rf build dist && mkdir -p build", ("build", "dist")),
-    ("cp a.py backup/ && mv x.py y.py", ("backup", "x.py", "y.py")),
+    ("rm -f a.pyc && mkdir -p build", ("a.pyc", "build")),
+    ("cp a.py b.py && mv x.py y.py", ("b.py", "x.py", "y.py")),
+    ("sed -i --expression='s/x = 1/x = 2/' models.py && echo done > log.txt", ("models.py", "log.txt")),
+    ("echo x > a.txt; sed -Ei 's/x/y/' models.py", ("a.txt", "models.py")),
+    ("echo x > a.txt; echo 'x = 2' >| models.py", ("a.txt", "models.py")),
+    ("echo x > a.txt; echo y 1>>models.py", ("a.txt", "models.py")),
+    ("echo x > a.txt && python fix.py", ("a.txt",)),  # a program run, as a line of its own
     ("python t.py | tee -a log.txt", ("log.txt",)),
     ("grep -n x a.py", ()),
 ])
@@ -40,6 +45,15 @@ def test_the_files_a_write_names(line, expected):
     "echo x > ../up.txt",
     "(cd sub && echo x > a.txt)",  # a subshell
     "cp -t dest a.py",
+    "rm -rf build dist",  # directories: a file read relative to one names none of them
+    "cp a.py backup/",
+    "mv src/pkg dst",
+    "echo x > a.txt; sort -o models.py models.py",  # a program not known here
+    "echo x > a.txt; echo models.py | xargs rm",
+    "echo x > a.txt; sh -c 'rm models.py'",
+    "echo `rm -f models.py` > log.txt",  # a substitution
+    "sed -i 's/x/y/' src/{a,b}.py",  # brace expansion
+    "mv models.py{,.orig}",
     "echo 'unclosed > a.txt",  # unbalanced quote
 ])
 def test_a_write_whose_files_are_not_named_is_unknown(line):
@@ -72,6 +86,16 @@ def test_the_files_a_read_names(line, expected):
     "sed -i 's/a/b/' a.py",
     "cat $HOME/a.py",
     "",
+    "cat pkg/*.py",  # a glob
+    "cat {a,b}.py",
+    "grep -f pats.txt models.py",  # reads the patterns' file too
+    "sed -n -f show.sed f.py",
+    "sed -n '1r other.txt' f.py",  # a script that reads, writes or runs
+    "sed -n '/def/w out.txt' f.py",
+    "tail -f log.txt",
+    "diff -r a b",
+    "uniq in.txt out.txt",
+    "cat <<< hello > f.txt",
 ])
 def test_a_line_that_reads_more_than_named_files_is_no_read_of_them(line):
     assert read_paths(line) is None

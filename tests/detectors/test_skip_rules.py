@@ -9,7 +9,7 @@ import pytest
 from detectors.guard import LoopGuard
 from detectors.params import ParamError, check_params
 from detectors.progress_guard import RULES, ProgressGuard
-from detectors.protocol import Verdict, allow
+from detectors.protocol import Observation, ToolCall, Verdict, allow
 
 ALLOW, NUDGE = Verdict.ALLOW, Verdict.NUDGE
 
@@ -208,15 +208,23 @@ def shell_targets(g: LoopGuard) -> Verdict:
 
 
 def review_nudges(g: LoopGuard) -> Verdict:
-    """A narrower view of lines already shown, then the identical test run again: is the agent
-    stopped? (NUDGE: it is; ALLOW: it is only nudged.) The re-view is no strike toward a stop."""
-    g.record("bash", {"command": "nl -ba src/app.py | sed -n '1,40p'"},
-             "<returncode>0</returncode>\n<output>\n" + "".join(f"{n:6}\tline {n}\n" for n in range(1, 41)) + "</output>")
-    g.record("bash", {"command": "python -m pytest -q"}, "<returncode>1</returncode>\n<output>\n1 failed\n</output>", error=True)
-    assert g.check("bash", {"command": "sed -n '10,20p' src/app.py"}).verdict is NUDGE  # the re-view
-    g.record("bash", {"command": "sed -n '10,20p' src/app.py"},
-             "<returncode>0</returncode>\n<output>\n" + "".join(f"line {n}\n" for n in range(10, 21)) + "</output>")
-    return NUDGE if g.check("bash", {"command": "python -m pytest -q"}).verdict is Verdict.STOP else ALLOW
+    """A narrower view of lines already shown, run with the nudge beside its result (as an open-loop
+    replay runs it), then the identical failing test again: is the agent stopped? (NUDGE: it is;
+    ALLOW: it is only nudged.) A re-view that ran is no strike toward a stop."""
+    det = g.detector
+
+    def run(command: str, out: str, error: bool = False) -> Verdict:
+        call = ToolCall("bash", {"command": command})
+        d = det.check(g.state, call)
+        g.state = det.record(g.state, call, d, Observation(out, error))
+        return d.verdict
+
+    run("nl -ba src/app.py | sed -n '1,40p'",
+        "<returncode>0</returncode>\n<output>\n" + "".join(f"{n:6}\tline {n}\n" for n in range(1, 41)) + "</output>")
+    run("python -m pytest -q", "<returncode>1</returncode>\n<output>\n1 failed\n</output>", error=True)
+    assert run("sed -n '10,20p' src/app.py",
+               "<returncode>0</returncode>\n<output>\n" + "".join(f"line {n}\n" for n in range(10, 21)) + "</output>") is NUDGE
+    return NUDGE if det.check(g.state, ToolCall("bash", {"command": "python -m pytest -q"})).verdict is Verdict.STOP else ALLOW
 
 
 def test_a_read_of_named_files_is_changed_only_by_a_write_to_them():
