@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from .pathmap import EMPTY, PathCounts
-from .protocol import SEVERITY, Decision, Detector, Message, Observation, ToolCall, Verdict, nudge_only, result_known
+from .protocol import SEVERITY, Decision, Detector, Message, Observation, ToolCall, Verdict, nudge_only, ran, result_known
 from .signature import content_text
 from .params import ParamError, Range
 
@@ -189,8 +189,7 @@ class LayeredDetector(Detector):
         for layer, sub, d in zip(self._layers, state.layers, self._layer_decisions(state, call)):
             subs.append(layer.record(sub, call, d, observation))
         # a re-view that ran beside its nudge is no sign the nudges do not help (``review_nudges``)
-        ran = observation is not None and not observation.nudge
-        counted = decision.verdict is Verdict.NUDGE and not (ran and nudge_only(decision))
+        counted = decision.verdict is Verdict.NUDGE and not (ran(observation) and nudge_only(decision))
         return LayeredState(tuple(subs), state.nudges + counted)
 
     def on_message(self, state: LayeredState, message: Message) -> LayeredState:

@@ -486,9 +486,8 @@ class ProgressGuard(Detector):
       lines were all shown before, nothing written to that file since, is drift, told before
       it runs (``detectors.file_views``). Once the view ran, such a finding is no strike toward a
       stop (``review_nudges``): a re-view costs one call, and successful runs make them too.
-      On by default since
-      2026-12-07: the labelling rubric reads such a view as redundant (the synthetic
-      ``editor_focus`` family as a new look); measured both ways in docs/detectors.md;
+      On by default since 2026-12-07: the labelling rubric reads such a view as redundant (the
+      synthetic ``editor_focus`` family as a new look); measured both ways in docs/detectors.md;
     - ``shell_parts`` (False): judge a shell line by its commands (split at ``&&``, ``;``,
       line breaks; here-documents kept whole): a line made only of commands that earlier
       lines already ran, after their last write, with nothing written since and no ``cd``

@@ -6,7 +6,8 @@ makes every file the agent read before look changed, and the same ``cat models.p
 after it looks like a re-read of an edited file. Most writes name their files: a redirection,
 ``tee``, ``sed -i``, ``rm``, ``touch``, ``mkdir``, ``cp``, ``mv``. :func:`written_paths` gives
 those files, and None as soon as one write of the line does not name its files (``git
-checkout``, ``patch``, ``pip install``, a program run, a script whose text writes files).
+checkout``, ``patch``, ``pip install``, a program it does not know, a script whose text writes
+files); a known program run (``python t.py``) writes nothing, as the same line alone does.
 :func:`read_paths` gives the files a line that only reads named files reads (``cat``, ``nl``,
 ``sed -n``, ``head``, ``grep`` ...), and None for any other line. A directory is no file it
 names: a listing (``ls``, ``find``, ``grep -r``) changes when any program runs (Python writes
@@ -59,14 +60,15 @@ _SUBSTITUTION = re.compile(r"`|\$\(|<\(|>\(")
 # (``grep -A 5``); the first positional argument of some is no path (a pattern, a sed script).
 _READERS: dict[str, str] = {
     "cat": "", "nl": "bvinswdlf", "head": "nc", "tail": "nc", "wc": "", "stat": "cf", "cut": "dfcb",
-    "grep": "emABCdD", "egrep": "emABCdD", "fgrep": "emABCdD", "sed": "el", "tr": "",
+    "grep": "emABCdD", "egrep": "emABCdD", "fgrep": "emABCdD", "tr": "",
+    "sed": "",  # its options and script: ``_sed``
 }
-_PATTERN_FIRST = frozenset(("grep", "egrep", "fgrep", "sed"))
+_PATTERN_FIRST = frozenset(("grep", "egrep", "fgrep"))
 # Options by which a reader reads more than its operands (``grep -f pats``, ``tail -f``) or
 # something other than files (``grep -r`` a tree): such a line is no read of named files.
 _MORE_THAN_OPERANDS = {"grep": {"f", "--file", "r", "R", "--recursive", "d", "--directories", "--include", "--exclude"},
                        "egrep": {"f", "--file", "r", "R", "--recursive"}, "fgrep": {"f", "--file", "r", "R", "--recursive"},
-                       "tail": {"f", "F", "--follow"}, "sed": {"f", "--file", "i", "--in-place"}}
+                       "tail": {"f", "F", "--follow"}}
 # A sed script that only prints or deletes lines by number (``10,20p``, ``$p``, ``1,5d;10q``): one
 # that matches text, reads (``r``), writes (``w``) or runs (``e``) is not read here.
 _SED_LINES = re.compile(r"\s*(?:(?:\d+|\$)(?:\s*,\s*(?:\d+|\$))?\s*[pdq]\s*;?\s*)+")
@@ -102,10 +104,16 @@ def overlaps(a: str, b: str) -> bool:
     return any(pb[i:i + n] == pa for i in range(len(pb) - n + 1))
 
 
-def _split(part: str) -> tuple[list[list[str]], list[str], list[str]] | None:
-    """A command's pipeline: the words of each stage, the files it redirects into and from.
-    None when shlex cannot read it (an unbalanced quote) or the command holds a subshell."""
-    head, _, _body = part.partition("\n") if _HEREDOC.search(part.split("\n", 1)[0]) else (part, "", "")
+def _head_body(part: str) -> tuple[str, str]:
+    """A command and its here-document's text ("" when it has none)."""
+    head, _, body = part.partition("\n")
+    return (head, body) if _HEREDOC.search(head) else (part, "")
+
+
+def _split(head: str) -> tuple[list[list[str]], list[str], list[str]] | None:
+    """A command's pipeline (``head``: the command without its here-document's text): the words of
+    each stage, the files it redirects into and from. None when shlex cannot read it (an
+    unbalanced quote) or the command holds a subshell."""
     head = _HEREDOC.sub(" ", head)
     try:
         lexer = shlex.shlex(head, posix=True, punctuation_chars=True)
@@ -234,15 +242,13 @@ def written_paths(line: str) -> tuple[str, ...] | None:
     for part in parts:
         if moves(part):
             continue
-        if _SUBSTITUTION.search(part.split("\n", 1)[0] if _HEREDOC.search(part.split("\n", 1)[0]) else part):
+        head, body = _head_body(part)
+        if _SUBSTITUTION.search(head) or (body and writes(body)):
             return None
-        split = _split(part)
+        split = _split(head)
         if split is None:
             return None
         stages, outs, _ = split
-        body = part.partition("\n")[2] if _HEREDOC.search(part.split("\n", 1)[0]) else ""
-        if body and writes(body):
-            return None
         for words in stages:
             named = _stage_writes(words)
             if named is None:
