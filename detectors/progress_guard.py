@@ -759,13 +759,7 @@ class ProgressGuard(Detector):
         info: KeyInfo | None = state.keys.get(p.key)
         if info is not None and "signature" not in skip:
             ago = state.step - info.last_step
-            if "shell_targets" not in rules and p.reads is not None:
-                # A read of named files is changed only by a write to them, or one whose files are not known.
-                changed = mode != "mutating" and (state.writes_anywhere > info.last_step or any(
-                    self._written_at(state.file_writes, f) > info.last_step for f in p.reads))
-            else:
-                changed = state.last_mutation > info.last_step and mode != "mutating"
-            if changed:
+            if self._changed_since(state, p, mode, info.last_step, rules):
                 # The world may have changed since: a re-read or re-test is progress, unless
                 # the last two runs, with a write between them, already gave the same answer
                 # and the writes are one edit tried with other numbers: blind trial of values
@@ -1072,7 +1066,7 @@ class ProgressGuard(Detector):
         info_before: KeyInfo | None = state.keys.get(p.key)
         # Re-reading or re-testing after a change is how the agent learns the change's effect.
         informative = (new_tokens > 0
-                       or (info_before is not None and state.last_mutation > info_before.last_step and mode != "mutating")
+                       or (info_before is not None and self._changed_since(state, p, mode, info_before.last_step, rules))
                        or (mode == "poll" and info_before is not None and info_before.last_fp != fp))
         body = masked.strip()
         if ("report_once" not in rules and len(body) >= 40 and body[:5000] in state.last_text
@@ -1212,6 +1206,18 @@ class ProgressGuard(Detector):
         if files is None:
             return state.file_write_at > step
         return any(self._written_at(state.file_writes, f) > step for f in files)
+
+    def _changed_since(self, state: GuardState, p: _Prepared, mode: str, step: int, rules: frozenset) -> bool:
+        """Whether what a read shows may have changed since ``step``: a write came after it (a
+        write itself is never changed by earlier ones). Under ``shell_targets`` a read of named
+        files is changed only by a write to them, or one whose files are not known. The check
+        and the record ask this one question, so a repeat the check calls stale is not recorded
+        as news."""
+        if mode == "mutating":
+            return False
+        if "shell_targets" not in rules and p.reads is not None:
+            return state.writes_anywhere > step or any(self._written_at(state.file_writes, f) > step for f in p.reads)
+        return state.last_mutation > step
 
     def _files_written(self, call: ToolCall, p: _Prepared) -> tuple[str, ...] | None:
         """The files a write names: a declared file write's, or (``shell_targets``) a shell line's

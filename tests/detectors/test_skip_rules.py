@@ -258,20 +258,30 @@ def test_a_read_of_named_files_is_changed_only_by_a_write_to_them():
         g.record("bash", {"command": f"touch out/f{i}.txt"}, ok)
     g.record("bash", {"command": "touch out/last.txt"}, ok)  # the last one tracked
     assert g.check("bash", view).verdict is NUDGE
-    g.record("bash", {"command": "touch out/one_more.txt"}, ok)
-    assert g.check("bash", view).verdict is ALLOW
-    # a listing: a program run may have written into the directory (``__pycache__``)
-    g = LoopGuard(semantic=False)
-    g.record("bash", {"command": "ls -la src/app"}, "<returncode>0</returncode>\n<output>\nmodels.py\n</output>")
-    g.record("bash", {"command": "echo 'import app' > t.py && python t.py"}, ok)
-    assert g.check("bash", {"command": "ls -la src/app"}).verdict is ALLOW
-    # an editor's view, after a shell write to another file and after one to its own
-    ev = {"command": "view", "path": "/testbed/src/app/models.py"}
-    for write, expected in (("echo x > notes.txt", NUDGE), ("sed -i 's/a/b/' src/app/models.py", ALLOW)):
-        g = LoopGuard(semantic=False)
-        g.record("str_replace_editor", ev, "     1\tclass A:\n     2\t    x = 1\n")
-        g.record("bash", {"command": write}, ok)
-        assert g.check("str_replace_editor", ev).verdict is expected, write
+
+
+def test_a_repeat_the_check_calls_stale_is_recorded_as_no_news():
+    """The check and the record agree on whether a read may have changed: a read of named files
+    that ran again after a write to another file (as an open-loop replay runs it, the nudge beside
+    its result) brought nothing new, and a third identical read says so. With ``shell_targets``
+    off, any write makes it a new look at the world."""
+    out = "<returncode>0</returncode>\n<output>\nclass Model:\n    pass\n</output>"
+    ok = "<returncode>0</returncode>\n<output>\n</output>"
+    read = "cat src/models.py"
+    for rules, said in (([], "returned nothing new"), (["shell_targets"], None)):
+        det = LoopGuard(semantic=False, skip_rules=rules).detector
+        state = det.start()
+        last = None
+        for command, result in ((read, out), ("echo 'print(1)' > check.py", ok), (read, out),
+                                ("echo 'print(2)' > check2.py", ok), (read, None)):
+            call = ToolCall("bash", {"command": command})
+            last = det.check(state, call)
+            if result is not None:
+                state = det.record(state, call, last, Observation(result))
+        if said is None:
+            assert last.verdict is Verdict.ALLOW
+        else:
+            assert last.verdict is not Verdict.ALLOW and said in last.reason, last.reason
 
 
 def test_a_shell_failure_streak_judges_the_next_command_of_its_program_only():
