@@ -1,6 +1,7 @@
 """`loopbench label`: propose labels for unlabelled traces with hindsight, and a review page."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -44,4 +45,37 @@ def label_cmd(trace, out_path, review_file, review_html, labels_path) -> None:
     click.echo("run outcomes: " + ", ".join(f"{k} {run.outcomes[k]}" for k in ("success", "failure", "unknown")), err=True)
     click.echo(f"wrote {out}, {review_file}" + (f", {review_html}" if review_html else ""), err=True)
     if run.problems:
+        sys.exit(EXIT_SKIPPED)
+
+
+@main.command("agree")
+@click.argument("a")
+@click.argument("b")
+@click.option("--window", default=5, show_default=True, type=click.IntRange(0),
+              help="Two onsets this many calls apart or fewer count as close (the scorer's Δ).")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON instead of a report.")
+def agree_cmd(a, b, window, as_json) -> None:
+    """How far two labellings of the same traces agree: loop or clean (Cohen's κ), the onset call
+    and its kind, and every trace they disagree on. A and B are each a labels file (the review
+    page's export, the shipped real-labels/dev.json) or a labelled trace (loopbench label's
+    output); traces are matched by the hash of their calls."""
+    from scenarios.label_agreement import LabelsError, TraceError, agreement_text, compare, read_side
+
+    sides, problems = [], []
+    for path in (a, b):
+        try:
+            readings, skipped = read_side(path)
+        except (LabelsError, TraceError, OSError) as exc:
+            raise LoopbenchError(str(exc).splitlines()[0]) from None
+        problems += skipped
+        sides.append(readings)
+    report_problems(problems)
+    ag = compare(sides[0], sides[1], window)
+    if ag.compared + ag.ambiguous + ag.empty == 0:
+        raise LoopbenchError(f"{a} and {b} label no trace in common (traces are matched by the hash of their calls)")
+    if as_json:
+        click.echo(json.dumps({"a": a, "b": b, **ag.to_dict()}, indent=1))
+    else:
+        click.echo(agreement_text(ag, a, b))
+    if problems:
         sys.exit(EXIT_SKIPPED)

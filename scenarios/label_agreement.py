@@ -1,0 +1,229 @@
+"""How far two labellings of the same traces agree (``loopbench agree A B``).
+
+Every figure a benchmark gives on real traces is only as good as the labels it is scored
+against; the rubric is a judgement, so a second reading of the same traces says how far the
+labels can be trusted: two people, a person and ``loopbench label``'s proposals, or the
+shipped dev labels and a user's own reading of them.
+
+Each side is a **labels file** (``scenarios.label_files``: the review page's export, or the
+shipped ``real-labels/dev.json``) or a **labelled trace** (JSON Lines with a label on every
+call: ``loopbench label``'s output, an import with labels). A trace is matched across the two
+by the hash of its call list (``calls_sha1``), never by position or name. For each trace both
+sides label, a labelling says whether it loops, and if so the first redundant call (onset)
+and its kind; only the first loop is compared, as the rubric locates only the first.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scenarios.label_files import LabelsError, read_labels
+from scenarios.labeling import calls_sha1
+from scenarios.trace import TraceError, read_trace
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One side's label of one trace."""
+
+    name: str  # the episode id when the side gives one, else where the labels file says the trace is
+    loops: bool
+    onset: int | None
+    kind: str | None
+    ambiguous: bool
+    n_calls: int | None = None  # None: the labels file does not say
+    by_id: bool = False  # ``name`` is an episode id
+
+
+@dataclass
+class Agreement:
+    """What ``compare`` found; ``window``: how many calls apart two onsets still count as close."""
+
+    window: int
+    only_a: int = 0
+    only_b: int = 0
+    ambiguous: int = 0  # matched traces either side marked ambiguous (left out of the figures)
+    empty: int = 0  # matched traces without a tool call: nothing to disagree on (left out)
+    table: Counter = field(default_factory=Counter)  # (a loops, b loops) -> traces
+    same_onset: int = 0
+    close_onset: int = 0
+    onset_gaps: list[int] = field(default_factory=list)  # |a - b| where both call it a loop
+    same_kind: int = 0  # of the traces with the same onset, both naming a kind
+    kinds_named: int = 0
+    disagreements: list[tuple[Reading, Reading]] = field(default_factory=list)
+
+    @property
+    def compared(self) -> int:
+        return sum(self.table.values())
+
+    @property
+    def both_loop(self) -> int:
+        return self.table[(True, True)]
+
+    @property
+    def percent_agree(self) -> float | None:
+        n = self.compared
+        return None if n == 0 else (self.table[(True, True)] + self.table[(False, False)]) / n
+
+    @property
+    def kappa(self) -> float | None:
+        """Cohen's κ on loop or clean: agreement beyond what the two sides' loop shares give by
+        chance; None when there is nothing to compare or chance agreement is already total."""
+        n = self.compared
+        if n == 0:
+            return None
+        pa = (self.table[(True, True)] + self.table[(True, False)]) / n
+        pb = (self.table[(True, True)] + self.table[(False, True)]) / n
+        chance = pa * pb + (1 - pa) * (1 - pb)
+        return None if chance >= 1 else (self.percent_agree - chance) / (1 - chance)
+
+    def to_dict(self) -> dict[str, Any]:
+        def side(r: Reading) -> dict[str, Any]:
+            return {"loops": r.loops, "onset": r.onset, "kind": r.kind}
+
+        return {
+            "compared": self.compared, "only_a": self.only_a, "only_b": self.only_b, "ambiguous": self.ambiguous,
+            "no_calls": self.empty,
+            "both_loop": self.both_loop, "both_clean": self.table[(False, False)],
+            "a_loop_b_clean": self.table[(True, False)], "a_clean_b_loop": self.table[(False, True)],
+            "percent_agree": self.percent_agree, "kappa": self.kappa,
+            "same_onset": self.same_onset, "window": self.window, "onset_within_window": self.close_onset,
+            "mean_onset_gap": (sum(self.onset_gaps) / len(self.onset_gaps)) if self.onset_gaps else None,
+            "same_kind": self.same_kind, "kinds_compared": self.kinds_named,
+            "disagreements": [{"trace": _name(a, b), "a": side(a), "b": side(b)} for a, b in self.disagreements],
+        }
+
+
+def read_side(path: str | os.PathLike) -> tuple[dict[str, list[Reading]], list[str]]:
+    """One side's readings by ``calls_sha1`` (in file order: traces may share a call list), and a
+    line per record skipped. A labels file is an
+    object with a ``traces`` list; anything else is read as a labelled trace. Raises
+    ``LabelsError`` / ``TraceError`` naming the file when it is unusable as a whole."""
+    path = Path(path)
+    if not path.is_file():
+        raise LabelsError(f"{path}: no such file" if not path.exists() else f"{path}: is not a file")
+    if _is_labels_file(path):
+        entries, problems = read_labels(path)
+        out: dict[str, list[Reading]] = {}
+        for e in entries:
+            if isinstance(e.get("episode"), str):
+                name, by_id = e["episode"], True
+            elif isinstance(e.get("file"), str):  # the shipped dev labels: a file and the trace's key in it
+                name, by_id = e["file"] + (f"#{e['trace_key']}" if "trace_key" in e else ""), False
+            else:
+                name, by_id = e["calls_sha1"][:12], False
+            kind = e.get("kind") if isinstance(e.get("kind"), str) else None
+            n = e.get("n_calls") if isinstance(e.get("n_calls"), int) and not isinstance(e.get("n_calls"), bool) else None
+            out.setdefault(e["calls_sha1"], []).append(Reading(
+                name, e["loops"], e["onset"] if e["loops"] else None, kind if e["loops"] else None,
+                bool(e.get("ambiguous")), n, by_id))
+        return out, problems
+    read = read_trace(path)
+    out, problems = {}, list(read.problems)
+    for ep in read.episodes:
+        if not ep.is_linear():
+            problems.append(f"{path}: episode {ep.id}: a branching episode has no single onset, skipped")
+            continue
+        nodes = ep.tool_nodes()
+        if any(n.label is None for n in nodes):
+            problems.append(f"{path}: episode {ep.id}: not every call is labelled, skipped")
+            continue
+        onset = next((i for i, n in enumerate(nodes) if n.label.loop), None)
+        kind = nodes[onset].label.kind if onset is not None else None
+        out.setdefault(calls_sha1(ep), []).append(Reading(
+            ep.id, onset is not None, onset, kind, bool(ep.meta.get("label_ambiguous")), len(nodes), True))
+    return out, problems
+
+
+def _is_labels_file(path: Path) -> bool:
+    """A JSON object (a labels file) rather than JSON Lines (a trace): decided from the first
+    character and, for an object, whether the whole file parses as one."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096).lstrip()
+    except OSError as exc:
+        raise LabelsError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not head.startswith(b"{"):
+        return False
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return False  # JSON Lines: a trace
+    return True
+
+
+def compare(a: dict[str, list[Reading]], b: dict[str, list[Reading]], window: int = 5) -> Agreement:
+    """The agreement of two sides' readings, matched by hash; traces that share a call list are
+    paired in the order each side gives them."""
+    ag = Agreement(window)
+    ag.only_a = sum(max(0, len(v) - len(b.get(k, ()))) for k, v in a.items())
+    ag.only_b = sum(max(0, len(v) - len(a.get(k, ()))) for k, v in b.items())
+    pairs = [(ra, rb) for k in set(a) & set(b) for ra, rb in zip(a[k], b[k])]
+    for ra, rb in sorted(pairs, key=lambda p: (_name(*p), p[0].onset or -1)):
+        if ra.n_calls == 0 or rb.n_calls == 0:
+            ag.empty += 1
+            continue
+        if ra.ambiguous or rb.ambiguous:
+            ag.ambiguous += 1
+            continue
+        ag.table[(ra.loops, rb.loops)] += 1
+        if ra.loops and rb.loops:
+            gap = abs(ra.onset - rb.onset)
+            ag.onset_gaps.append(gap)
+            ag.same_onset += gap == 0
+            ag.close_onset += gap <= window
+            if gap == 0 and ra.kind and rb.kind:
+                ag.kinds_named += 1
+                ag.same_kind += ra.kind == rb.kind
+        if ra.loops != rb.loops or ra.onset != rb.onset:
+            ag.disagreements.append((ra, rb))
+    return ag
+
+
+def agreement_text(ag: Agreement, name_a: str, name_b: str) -> str:
+    """The agreement as a short markdown report."""
+    def share(k: int, n: int) -> str:
+        return f"{k} of {n}" + (f" ({100 * k / n:.0f} %)" if n else "")
+
+    kappa = "n/a" if ag.kappa is None else f"{ag.kappa:.2f}"
+    lines = [
+        f"A = {name_a}, B = {name_b}",
+        f"traces labelled by both: {ag.compared + ag.ambiguous + ag.empty} ({ag.ambiguous} marked ambiguous by either "
+        f"and {ag.empty} without a tool call, left out); "
+        f"only in A: {ag.only_a}; only in B: {ag.only_b}",
+        "",
+        "| | B loops | B clean |",
+        "|---|---|---|",
+        f"| **A loops** | {ag.table[(True, True)]} | {ag.table[(True, False)]} |",
+        f"| **A clean** | {ag.table[(False, True)]} | {ag.table[(False, False)]} |",
+        "",
+        f"loop or clean: agree on {share(ag.table[(True, True)] + ag.table[(False, False)], ag.compared)}; "
+        f"Cohen's κ {kappa}",
+    ]
+    if ag.both_loop:
+        gaps = ag.onset_gaps
+        lines.append(f"where both say it loops: the same onset call in {share(ag.same_onset, ag.both_loop)}, "
+                     f"within {ag.window} calls in {share(ag.close_onset, ag.both_loop)} "
+                     f"(mean gap {sum(gaps) / len(gaps):.1f} calls); the same kind in "
+                     f"{share(ag.same_kind, ag.kinds_named)} of those with the same onset")
+    if ag.disagreements:
+        lines += ["", "| trace | A | B |", "|---|---|---|"]
+        for ra, rb in ag.disagreements:
+            lines.append(f"| {_name(ra, rb)} | {_said(ra)} | {_said(rb)} |")
+    return "\n".join(lines)
+
+
+def _name(a: Reading, b: Reading) -> str:
+    """A trace's name: its episode id where a side gives one, else A's."""
+    return a.name if a.by_id or not b.by_id else b.name
+
+
+def _said(r: Reading) -> str:
+    return f"loop at call {r.onset}" + (f" ({r.kind})" if r.kind else "") if r.loops else "clean"
+
+
+__all__ = ["Agreement", "LabelsError", "Reading", "TraceError", "agreement_text", "compare", "read_side"]

@@ -1,0 +1,125 @@
+"""``loopbench agree``: how far two labellings of the same traces agree."""
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scenarios.label_agreement import Reading, compare, read_side
+from scenarios.label_files import write_labels
+from scenarios.labeling import calls_sha1
+from scenarios.trace import write_trace
+from scenarios.tree import linear_episode
+from sim.cli import main
+
+
+def _r(name: str, onset: int | None, kind: str | None = "stale", ambiguous: bool = False, n: int | None = 30) -> Reading:
+    return Reading(name, onset is not None, onset, kind if onset is not None else None, ambiguous, n, True)
+
+
+def test_the_figures_of_a_known_table():
+    """Twelve traces both call loops (one a call apart, one of another kind), ten both clean, one
+    that only B calls a loop: κ by hand is (22/23 − chance) / (1 − chance), chance from the loop
+    shares 12/23 and 13/23."""
+    a = {f"l{i}": [_r(f"l{i}", 5)] for i in range(12)}
+    b = {f"l{i}": [_r(f"l{i}", 5)] for i in range(12)}
+    b["l0"] = [_r("l0", 6)]
+    b["l1"] = [_r("l1", 5, "drift")]
+    for i in range(10):
+        a[f"c{i}"] = b[f"c{i}"] = [_r(f"c{i}", None)]
+    a["x"], b["x"] = [_r("x", None)], [_r("x", 9, "drift")]
+    ag = compare(a, b, window=0)
+    pa, pb = 12 / 23, 13 / 23
+    chance = pa * pb + (1 - pa) * (1 - pb)
+    assert ag.compared == 23 and ag.table[(True, True)] == 12 and ag.table[(False, True)] == 1
+    assert abs(ag.kappa - (22 / 23 - chance) / (1 - chance)) < 1e-12
+    assert (ag.same_onset, ag.close_onset, ag.onset_gaps.count(1)) == (11, 11, 1)
+    assert (ag.same_kind, ag.kinds_named) == (10, 11)
+    assert sorted(r.name for r, _ in ag.disagreements) == ["l0", "x"]
+    assert compare(a, b, window=1).close_onset == 12
+
+
+def test_ambiguous_empty_and_unmatched_traces_are_counted_apart():
+    a = {"amb": [_r("amb", 3, ambiguous=True)], "empty": [_r("empty", None, n=0)], "only": [_r("only", None)],
+         "twice": [_r("t1", 2), _r("t2", None)]}
+    b = {"amb": [_r("amb", 3)], "empty": [_r("empty", None, n=0)], "twice": [_r("t1", 2)], "new": [_r("new", 1)]}
+    ag = compare(a, b)
+    assert (ag.ambiguous, ag.empty, ag.only_a, ag.only_b, ag.compared) == (1, 1, 2, 1, 1)
+    assert ag.kappa is None  # one trace, both say it loops: chance agreement is already total
+
+
+_SIDE = st.dictionaries(st.text("abcdef", min_size=1, max_size=4),
+                        st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 20)),
+                                           st.sampled_from(["stale", "drift", None]), st.booleans()),
+                                 min_size=1, max_size=2),
+                        max_size=12)
+
+
+def _side(raw) -> dict[str, list[Reading]]:
+    return {k: [_r(k, onset, kind, amb) for onset, kind, amb in v] for k, v in raw.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(_SIDE, _SIDE)
+def test_agreement_is_symmetric_and_total_with_itself(raw_a, raw_b):
+    a, b = _side(raw_a), _side(raw_b)
+    ab, ba = compare(a, b), compare(b, a)
+    assert ab.compared == ba.compared and ab.percent_agree == ba.percent_agree
+    assert (ab.kappa is None) == (ba.kappa is None) and (ab.kappa is None or abs(ab.kappa - ba.kappa) < 1e-12)
+    assert (ab.only_a, ab.only_b, ab.same_onset, ab.close_onset) == (ba.only_b, ba.only_a, ba.same_onset, ba.close_onset)
+    assert ab.table[(True, False)] == ba.table[(False, True)]
+    self_ag = compare(a, a)
+    assert self_ag.disagreements == [] and self_ag.percent_agree in (None, 1.0)
+    assert self_ag.kappa in (None, 1.0)
+
+
+def _files(tmp_path):
+    """A labelled trace (what ``loopbench label`` writes) and a person's labels file for it that
+    disagrees on one trace."""
+    eps = [linear_episode("e1", [("s", {"q": 1}, "r", False, False), ("s", {"q": 1}, "r", False, True)]),
+           linear_episode("e2", [("s", {"q": 2}, "r", False, False), ("t", {}, "x", False, False)]),
+           linear_episode("e3", [("s", {"q": 3}, "r", False, False), ("u", {}, "y", False, False)])]
+    write_trace(tmp_path / "labelled.jsonl", eps)
+    write_labels(tmp_path / "person.json", [
+        {"episode": "e1", "calls_sha1": calls_sha1(eps[0]), "loops": True, "onset": 1, "kind": "stale"},
+        {"episode": "e2", "calls_sha1": calls_sha1(eps[1]), "loops": True, "onset": 1, "kind": "drift"},
+        {"episode": "e3", "calls_sha1": calls_sha1(eps[2]), "loops": False},
+        {"episode": "gone", "calls_sha1": "0" * 40, "loops": False},
+    ])
+    return tmp_path / "labelled.jsonl", tmp_path / "person.json"
+
+
+def test_a_labelled_trace_against_a_labels_file(tmp_path):
+    trace, person = _files(tmp_path)
+    readings, problems = read_side(trace)
+    assert problems == [] and sum(len(v) for v in readings.values()) == 3
+    res = CliRunner().invoke(main, ["agree", str(trace), str(person)])
+    assert res.exit_code == 0, res.output
+    assert "only in A: 0; only in B: 1" in res.output
+    assert "agree on 2 of 3 (67 %)" in res.output
+    assert "| e2 | clean | loop at call 1 (drift) |" in res.output
+    res = CliRunner().invoke(main, ["agree", str(person), str(trace), "--json"])
+    doc = json.loads(res.output)
+    assert res.exit_code == 0 and doc["compared"] == 3 and doc["a_loop_b_clean"] == 1 and doc["same_onset"] == 1
+    assert doc["disagreements"] == [{"trace": "e2", "a": {"loops": True, "onset": 1, "kind": "drift"},
+                                     "b": {"loops": False, "onset": None, "kind": None}}]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    trace, person = _files(tmp_path)
+    runner = CliRunner()
+    res = runner.invoke(main, ["agree", str(tmp_path / "nope.json"), str(person)])
+    assert res.exit_code == 2 and res.output.strip() == f"loopbench: error: {tmp_path / 'nope.json'}: no such file"
+    (tmp_path / "broken.json").write_text('{"traces": 3}')
+    res = runner.invoke(main, ["agree", str(tmp_path / "broken.json"), str(person)])
+    assert res.exit_code == 2 and "'traces' list" in res.output and "Traceback" not in res.output
+    write_labels(tmp_path / "other.json", [{"calls_sha1": "1" * 40, "loops": False}])
+    res = runner.invoke(main, ["agree", str(tmp_path / "other.json"), str(person)])
+    assert res.exit_code == 2 and "no trace in common" in res.output
+    unlabelled = [linear_episode("e1", [("s", {"q": 1}, "r"), ("s", {"q": 1}, "r")])]
+    write_trace(tmp_path / "raw.jsonl", unlabelled)
+    res = runner.invoke(main, ["agree", str(tmp_path / "raw.jsonl"), str(person)])
+    # the unlabelled trace is skipped (named on stderr), leaving nothing to compare
+    assert res.exit_code == 2 and "not every call is labelled" in res.output
