@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scenarios.label_files import LabelsError, read_labels
+from scenarios.label_files import LABELS_FORMAT, LabelsError, read_labels
 from scenarios.labeling import calls_sha1
 from scenarios.trace import TraceError, read_trace
 
@@ -140,8 +140,8 @@ def read_side(path: str | os.PathLike) -> tuple[dict[str, list[Reading]], list[s
 
 
 def _is_labels_file(path: Path) -> bool:
-    """A JSON object (a labels file) rather than JSON Lines (a trace): decided from the first
-    character and, for an object, whether the whole file parses as one."""
+    """A labels file (one JSON object with a ``traces`` list or the labels format's name) rather
+    than a trace (JSON Lines, whose every line is an object too)."""
     try:
         with path.open("rb") as fh:
             head = fh.read(4096).lstrip()
@@ -150,10 +150,11 @@ def _is_labels_file(path: Path) -> bool:
     if not head.startswith(b"{"):
         return False
     try:
-        json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError):
         return False  # JSON Lines: a trace
-    return True
+    # one object: a labels file when it says so or holds traces (a one-line trace is a record)
+    return isinstance(doc, dict) and ("traces" in doc or doc.get("format") == LABELS_FORMAT)
 
 
 def compare(a: dict[str, list[Reading]], b: dict[str, list[Reading]], window: int = 5) -> Agreement:

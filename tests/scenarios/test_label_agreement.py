@@ -123,3 +123,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     res = runner.invoke(main, ["agree", str(tmp_path / "raw.jsonl"), str(person)])
     # the unlabelled trace is skipped (named on stderr), leaving nothing to compare
     assert res.exit_code == 2 and "not every call is labelled" in res.output
+
+
+def test_a_one_record_trace_is_read_as_a_trace(tmp_path):
+    """Every line of a trace is a JSON object, so a trace of one record parses as one object too:
+    it is still read as a trace (it has no ``traces`` list), not refused as a broken labels file."""
+    write_trace(tmp_path / "one.jsonl", [linear_episode("e", [])])
+    assert len((tmp_path / "one.jsonl").read_text().splitlines()) == 1
+    assert read_side(tmp_path / "one.jsonl") == ({}, [])
