@@ -49,6 +49,7 @@ class Agreement:
     ambiguous: int = 0  # matched traces either side marked ambiguous (left out of the figures)
     empty: int = 0  # matched traces without a tool call: nothing to disagree on (left out)
     table: Counter = field(default_factory=Counter)  # (a loops, b loops) -> traces
+    pairs: list[tuple[bool, bool]] = field(default_factory=list)  # (a loops, b loops) per compared trace
     same_onset: int = 0
     close_onset: int = 0
     onset_gaps: list[int] = field(default_factory=list)  # |a - b| where both call it a loop
@@ -73,13 +74,10 @@ class Agreement:
     def kappa(self) -> float | None:
         """Cohen's κ on loop or clean: agreement beyond what the two sides' loop shares give by
         chance; None when there is nothing to compare or chance agreement is already total."""
-        n = self.compared
-        if n == 0:
+        t = self.table
+        if self.compared == 0 or _chance(t[(True, True)], t[(True, False)], t[(False, True)], t[(False, False)]) >= 1:
             return None
-        pa = (self.table[(True, True)] + self.table[(True, False)]) / n
-        pb = (self.table[(True, True)] + self.table[(False, True)]) / n
-        chance = pa * pb + (1 - pa) * (1 - pb)
-        return None if chance >= 1 else (self.percent_agree - chance) / (1 - chance)
+        return cohen_kappa(t[(True, True)], t[(True, False)], t[(False, True)], t[(False, False)])
 
     def to_dict(self) -> dict[str, Any]:
         def side(r: Reading) -> dict[str, Any]:
@@ -96,6 +94,21 @@ class Agreement:
             "same_kind": self.same_kind, "kinds_compared": self.kinds_named,
             "disagreements": [{"trace": _name(a, b), "a": side(a), "b": side(b)} for a, b in self.disagreements],
         }
+
+
+def _chance(tt, tf, ft, ff):
+    n = tt + tf + ft + ff
+    pa, pb = (tt + tf) / n, (tt + ft) / n
+    return pa * pb + (1 - pa) * (1 - pb)
+
+
+def cohen_kappa(tt, tf, ft, ff):
+    """Cohen's κ from the four counts (A loops and B loops, A loops and B clean, ...): numbers
+    or arrays of them (the bootstrap's rounds); undefined (division by zero) where the chance
+    agreement is total."""
+    n = tt + tf + ft + ff
+    chance = _chance(tt, tf, ft, ff)
+    return ((tt + ff) / n - chance) / (1 - chance)
 
 
 def read_side(path: str | os.PathLike) -> tuple[dict[str, list[Reading]], list[str]]:
@@ -172,6 +185,7 @@ def compare(a: dict[str, list[Reading]], b: dict[str, list[Reading]], window: in
             ag.ambiguous += 1
             continue
         ag.table[(ra.loops, rb.loops)] += 1
+        ag.pairs.append((ra.loops, rb.loops))
         if ra.loops and rb.loops:
             gap = abs(ra.onset - rb.onset)
             ag.onset_gaps.append(gap)
@@ -185,12 +199,14 @@ def compare(a: dict[str, list[Reading]], b: dict[str, list[Reading]], window: in
     return ag
 
 
-def agreement_text(ag: Agreement, name_a: str, name_b: str) -> str:
-    """The agreement as a short markdown report."""
+def agreement_text(ag: Agreement, name_a: str, name_b: str, kappa_ci: tuple[float, float] | None = None) -> str:
+    """The agreement as a short markdown report; ``kappa_ci``: κ's interval, when one was computed."""
     def share(k: int, n: int) -> str:
         return f"{k} of {n}" + (f" ({100 * k / n:.0f} %)" if n else "")
 
     kappa = "n/a" if ag.kappa is None else f"{ag.kappa:.2f}"
+    if ag.kappa is not None and kappa_ci is not None:
+        kappa += f" [{kappa_ci[0]:.2f}, {kappa_ci[1]:.2f}] (95 % bootstrap interval over the traces)"
     lines = [
         f"A = {name_a}, B = {name_b}",
         f"traces labelled by both: {ag.compared + ag.ambiguous + ag.empty} ({ag.ambiguous} marked ambiguous by either "
@@ -227,4 +243,4 @@ def _said(r: Reading) -> str:
     return f"loop at call {r.onset}" + (f" ({r.kind})" if r.kind else "") if r.loops else "clean"
 
 
-__all__ = ["Agreement", "LabelsError", "Reading", "TraceError", "agreement_text", "compare", "read_side"]
+__all__ = ["Agreement", "LabelsError", "Reading", "TraceError", "agreement_text", "cohen_kappa", "compare", "read_side"]

@@ -60,6 +60,7 @@ def agree_cmd(a, b, window, as_json) -> None:
     page's export, the shipped real-labels/dev.json) or a labelled trace (loopbench label's
     output); traces are matched by the hash of their calls."""
     from scenarios.label_agreement import LabelsError, TraceError, agreement_text, compare, read_side
+    from sim.scoring.uncertainty import kappa_interval
 
     sides, problems = [], []
     for path in (a, b):
@@ -71,11 +72,13 @@ def agree_cmd(a, b, window, as_json) -> None:
         sides.append(readings)
     report_problems(problems)
     ag = compare(sides[0], sides[1], window)
+    ci = kappa_interval(ag.pairs) if ag.kappa is not None else None
     if ag.compared + ag.ambiguous + ag.empty == 0:
         raise LoopbenchError(f"{a} and {b} label no trace in common (traces are matched by the hash of their calls)")
     if as_json:
-        click.echo(json.dumps({"a": a, "b": b, **ag.to_dict()}, indent=1))
+        click.echo(json.dumps({"a": a, "b": b, **ag.to_dict(), "kappa_lo": ci[0] if ci else None,
+                               "kappa_hi": ci[1] if ci else None}, indent=1))
     else:
-        click.echo(agreement_text(ag, a, b))
+        click.echo(agreement_text(ag, a, b, ci))
     if problems:
         sys.exit(EXIT_SKIPPED)

@@ -142,6 +142,24 @@ def percentile_interval(samples: np.ndarray, level: float = LEVEL, axis: int = 0
     return lo, hi
 
 
+def kappa_interval(pairs: Sequence[tuple[bool, bool]], rounds: int = ROUNDS, seed: int = SEED,
+                   level: float = LEVEL) -> tuple[float, float] | None:
+    """The percentile interval of Cohen's κ between two labellings, ``pairs`` = (A loops, B loops)
+    per trace, the traces resampled with replacement; rounds where κ is undefined (every
+    resampled trace of one class) are left out. None without a trace."""
+    from scenarios.label_agreement import cohen_kappa
+
+    if not pairs:
+        return None
+    cells = np.array([[a and b, a and not b, b and not a, not (a or b)] for a, b in pairs], dtype=float)
+    counts = bootstrap_weights(["all"] * len(pairs), rounds, seed) @ cells  # (rounds, 4)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = cohen_kappa(*counts.T)
+    k[~np.isfinite(k)] = np.nan
+    lo, hi = percentile_interval(k, level)
+    return (float(lo), float(hi)) if np.isfinite(lo) and np.isfinite(hi) else None
+
+
 class Bootstrap:
     """Shared resamples for every detector scored on the same episodes.
 

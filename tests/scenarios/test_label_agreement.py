@@ -13,6 +13,7 @@ from scenarios.labeling import calls_sha1
 from scenarios.trace import write_trace
 from scenarios.tree import linear_episode
 from sim.cli import main
+from sim.scoring.uncertainty import kappa_interval
 
 
 def _r(name: str, onset: int | None, kind: str | None = "stale", ambiguous: bool = False, n: int | None = 30) -> Reading:
@@ -103,6 +104,7 @@ def test_a_labelled_trace_against_a_labels_file(tmp_path):
     res = CliRunner().invoke(main, ["agree", str(person), str(trace), "--json"])
     doc = json.loads(res.output)
     assert res.exit_code == 0 and doc["compared"] == 3 and doc["a_loop_b_clean"] == 1 and doc["same_onset"] == 1
+    assert doc["kappa_lo"] <= doc["kappa"] <= doc["kappa_hi"]
     assert doc["disagreements"] == [{"trace": "e2", "a": {"loops": True, "onset": 1, "kind": "drift"},
                                      "b": {"loops": False, "onset": None, "kind": None}}]
 
@@ -131,3 +133,13 @@ def test_a_one_record_trace_is_read_as_a_trace(tmp_path):
     write_trace(tmp_path / "one.jsonl", [linear_episode("e", [])])
     assert len((tmp_path / "one.jsonl").read_text().splitlines()) == 1
     assert read_side(tmp_path / "one.jsonl") == ({}, [])
+
+
+def test_kappa_interval_holds_the_point_and_is_deterministic():
+    pairs = [(True, True)] * 12 + [(False, False)] * 10 + [(False, True)]
+    ci = kappa_interval(pairs)
+    ag = compare({str(i): [_r(str(i), 1 if a else None)] for i, (a, _) in enumerate(pairs)},
+                 {str(i): [_r(str(i), 1 if b else None)] for i, (_, b) in enumerate(pairs)})
+    assert ci is not None and ci[0] < ag.kappa <= ci[1] <= 1.0 and ci == kappa_interval(pairs)
+    assert kappa_interval([(True, True)] * 5 + [(False, False)] * 5) == (1.0, 1.0)
+    assert kappa_interval([]) is None and kappa_interval([(True, True)] * 4) is None  # one class: κ undefined
