@@ -258,6 +258,20 @@ def test_a_read_of_named_files_is_changed_only_by_a_write_to_them():
         g.record("bash", {"command": f"touch out/f{i}.txt"}, ok)
     g.record("bash", {"command": "touch out/last.txt"}, ok)  # the last one tracked
     assert g.check("bash", view).verdict is NUDGE
+    g.record("bash", {"command": "touch out/one_more.txt"}, ok)
+    assert g.check("bash", view).verdict is ALLOW
+    # a listing: a program run may have written into the directory (``__pycache__``)
+    g = LoopGuard(semantic=False)
+    g.record("bash", {"command": "ls -la src/app"}, "<returncode>0</returncode>\n<output>\nmodels.py\n</output>")
+    g.record("bash", {"command": "echo 'import app' > t.py && python t.py"}, ok)
+    assert g.check("bash", {"command": "ls -la src/app"}).verdict is ALLOW
+    # an editor's view, after a shell write to another file and after one to its own
+    ev = {"command": "view", "path": "/testbed/src/app/models.py"}
+    for write, expected in (("echo x > notes.txt", NUDGE), ("sed -i 's/a/b/' src/app/models.py", ALLOW)):
+        g = LoopGuard(semantic=False)
+        g.record("str_replace_editor", ev, "     1\tclass A:\n     2\t    x = 1\n")
+        g.record("bash", {"command": write}, ok)
+        assert g.check("str_replace_editor", ev).verdict is expected, write
 
 
 def test_a_repeat_the_check_calls_stale_is_recorded_as_no_news():
@@ -282,6 +296,17 @@ def test_a_repeat_the_check_calls_stale_is_recorded_as_no_news():
             assert last.verdict is Verdict.ALLOW
         else:
             assert last.verdict is not Verdict.ALLOW and said in last.reason, last.reason
+    # A read that shows other text than it did last time is news, whatever the writes between
+    # name: here a script run behind a redirect to a log reverted the file.
+    v1, v2 = out, out.replace("pass", "x = 1")
+    det = LoopGuard(semantic=False).detector
+    state = det.start()
+    for command, result in ((read, v1), ("git apply fix.diff", ok), (read, v2),
+                            ("python revert_fix.py > /tmp/revert.log 2>&1", ok), (read, v1), ("touch notes.txt", ok)):
+        call = ToolCall("bash", {"command": command})
+        state = det.record(state, call, det.check(state, call), Observation(result))
+    last = det.check(state, ToolCall("bash", {"command": read}))
+    assert "its result is already known" in last.reason, last.reason
 
 
 def test_a_shell_failure_streak_judges_the_next_command_of_its_program_only():
