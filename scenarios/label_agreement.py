@@ -23,7 +23,12 @@ from typing import Any
 
 from scenarios.label_files import LABELS_FORMAT, LabelsError, read_labels
 from scenarios.labeling import calls_sha1
+from scenarios.realsuite import calls_sha1 as sha1_of_calls
 from scenarios.trace import TraceError, read_trace
+
+
+#: The hash of an empty call list: a trace without a tool call, whatever ``n_calls`` says.
+NO_CALLS = sha1_of_calls([])
 
 
 @dataclass(frozen=True)
@@ -113,70 +118,107 @@ def cohen_kappa(tt, tf, ft, ff):
 
 def read_side(path: str | os.PathLike) -> tuple[dict[str, list[Reading]], list[str]]:
     """One side's readings by ``calls_sha1`` (in file order: traces may share a call list), and a
-    line per record skipped. A labels file is an
-    object with a ``traces`` list; anything else is read as a labelled trace. Raises
-    ``LabelsError`` / ``TraceError`` naming the file when it is unusable as a whole."""
+    line per record skipped. A file whose first line is a whole JSON object other than a labels
+    file is a trace (JSON Lines); one JSON document over several lines is a labels file. Raises
+    ``LabelsError`` / ``TraceError`` in one line naming the file when it is unusable as a whole,
+    or holds no usable reading."""
     path = Path(path)
     if not path.is_file():
         raise LabelsError(f"{path}: no such file" if not path.exists() else f"{path}: is not a file")
     if _is_labels_file(path):
-        entries, problems = read_labels(path)
-        out: dict[str, list[Reading]] = {}
-        for e in entries:
-            if isinstance(e.get("episode"), str):
-                name, by_id = e["episode"], True
-            elif isinstance(e.get("file"), str):  # the shipped dev labels: a file and the trace's key in it
-                name, by_id = e["file"] + (f"#{e['trace_key']}" if "trace_key" in e else ""), False
-            else:
-                name, by_id = e["calls_sha1"][:12], False
-            kind = e.get("kind") if isinstance(e.get("kind"), str) else None
-            n = e.get("n_calls") if isinstance(e.get("n_calls"), int) and not isinstance(e.get("n_calls"), bool) else None
-            out.setdefault(e["calls_sha1"], []).append(Reading(
-                name, e["loops"], e["onset"] if e["loops"] else None, kind if e["loops"] else None,
-                bool(e.get("ambiguous")), n, by_id))
-        return out, problems
+        out, problems = _labels_readings(path)
+    else:
+        out, problems = _trace_readings(path)
+    if not any(r.n_calls != 0 for readings in out.values() for r in readings):
+        first = f"; the first: {problems[0]}" if problems else ""
+        raise LabelsError(f"{path}: no labelled trace with a tool call in it ({len(problems)} records skipped{first})")
+    return out, problems
+
+
+def _labels_readings(path: Path) -> tuple[dict[str, list[Reading]], list[str]]:
+    entries, problems = read_labels(path)
+    out: dict[str, list[Reading]] = {}
+    for i, e in enumerate(entries):
+        if isinstance(e.get("episode"), str):
+            name, by_id = e["episode"], True
+        elif isinstance(e.get("file"), str):  # the shipped dev labels: a file and the trace's key in it
+            name, by_id = e["file"] + (f"#{e['trace_key']}" if "trace_key" in e else ""), False
+        else:
+            name, by_id = e["calls_sha1"][:12], False
+        n = e.get("n_calls") if isinstance(e.get("n_calls"), int) and not isinstance(e.get("n_calls"), bool) else None
+        if e["calls_sha1"] == NO_CALLS:
+            n = 0
+        if e["loops"] and n is not None and e["onset"] >= n:
+            problems.append(f"{path}: traces[{i}]: onset {e['onset']} is past its {n} calls, skipped")
+            continue
+        kind = e.get("kind") if isinstance(e.get("kind"), str) else None
+        out.setdefault(e["calls_sha1"], []).append(Reading(
+            name, e["loops"], e["onset"] if e["loops"] else None, kind if e["loops"] else None,
+            e.get("ambiguous") is True, n, by_id))
+    return out, problems
+
+
+def _trace_readings(path: Path) -> tuple[dict[str, list[Reading]], list[str]]:
     read = read_trace(path)
-    out, problems = {}, list(read.problems)
+    out: dict[str, list[Reading]] = {}
+    problems = list(read.problems)
     for ep in read.episodes:
         if not ep.is_linear():
-            problems.append(f"{path}: episode {ep.id}: a branching episode has no single onset, skipped")
+            problems.append(f"{path}: episode {_cell(ep.id)}: a branching episode has no single onset, skipped")
             continue
         nodes = ep.tool_nodes()
         if any(n.label is None for n in nodes):
-            problems.append(f"{path}: episode {ep.id}: not every call is labelled, skipped")
+            problems.append(f"{path}: episode {_cell(ep.id)}: not every call is labelled, skipped")
             continue
         onset = next((i for i, n in enumerate(nodes) if n.label.loop), None)
         kind = nodes[onset].label.kind if onset is not None else None
         out.setdefault(calls_sha1(ep), []).append(Reading(
-            ep.id, onset is not None, onset, kind, bool(ep.meta.get("label_ambiguous")), len(nodes), True))
+            ep.id, onset is not None, onset, kind, ep.meta.get("label_ambiguous") is True, len(nodes), True))
     return out, problems
 
 
 def _is_labels_file(path: Path) -> bool:
-    """A labels file (one JSON object with a ``traces`` list or the labels format's name) rather
-    than a trace (JSON Lines, whose every line is an object too)."""
+    """A labels file rather than a trace. A trace is JSON Lines, every line an object: its first
+    line parses alone (and is no labels file of one line). A labels file written over several
+    lines (indented) does not; then the whole file must be one JSON document (labels files are
+    small: only they are read whole)."""
     try:
         with path.open("rb") as fh:
-            head = fh.read(4096).lstrip()
+            first = fh.readline(1 << 20)
     except OSError as exc:
         raise LabelsError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not head.startswith(b"{"):
-        return False
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError):
-        return False  # JSON Lines: a trace
-    # one object: a labels file when it says so or holds traces (a one-line trace is a record)
-    return isinstance(doc, dict) and ("traces" in doc or doc.get("format") == LABELS_FORMAT)
+        doc = json.loads(first.decode("utf-8-sig"))
+        if isinstance(doc, dict):
+            return "traces" in doc or doc.get("format") == LABELS_FORMAT
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        pass
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except RecursionError:
+        raise LabelsError(f"{path}: JSON nested too deeply") from None
+    except UnicodeDecodeError:
+        raise LabelsError(f"{path}: neither a labels file nor a trace (not UTF-8 text)") from None
+    except ValueError as exc:
+        raise LabelsError(f"{path}: neither a labels file nor a trace (not valid JSON: "
+                          f"{str(exc).split(':')[0]})") from None
+    if not isinstance(doc, dict):
+        what = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(doc), "a number")
+        raise LabelsError(f"{path}: neither a labels file nor a trace (the JSON is {what}, not an object with a "
+                          "'traces' list)")
+    return True
 
 
 def compare(a: dict[str, list[Reading]], b: dict[str, list[Reading]], window: int = 5) -> Agreement:
     """The agreement of two sides' readings, matched by hash; traces that share a call list are
     paired in the order each side gives them."""
     ag = Agreement(window)
-    ag.only_a = sum(max(0, len(v) - len(b.get(k, ()))) for k, v in a.items())
-    ag.only_b = sum(max(0, len(v) - len(a.get(k, ()))) for k, v in b.items())
-    pairs = [(ra, rb) for k in set(a) & set(b) for ra, rb in zip(a[k], b[k])]
+    pairs = []
+    for key in set(a) | set(b):
+        matched, left_a, left_b = _pair(a.get(key, []), b.get(key, []))
+        pairs += matched
+        ag.only_a += left_a
+        ag.only_b += left_b
     for ra, rb in sorted(pairs, key=lambda p: (_name(*p), p[0].onset or -1)):
         if ra.n_calls == 0 or rb.n_calls == 0:
             ag.empty += 1
@@ -194,9 +236,33 @@ def compare(a: dict[str, list[Reading]], b: dict[str, list[Reading]], window: in
             if gap == 0 and ra.kind and rb.kind:
                 ag.kinds_named += 1
                 ag.same_kind += ra.kind == rb.kind
-        if ra.loops != rb.loops or ra.onset != rb.onset:
+        if ra.loops != rb.loops or ra.onset != rb.onset or (ra.kind and rb.kind and ra.kind != rb.kind):
             ag.disagreements.append((ra, rb))
     return ag
+
+
+def _pair(a: list[Reading], b: list[Reading]) -> tuple[list[tuple[Reading, Reading]], int, int]:
+    """The readings of one call list on both sides paired: by episode id where both sides name
+    the same one, the rest in the order each side lists them; and how many are left on each."""
+    if len(a) == 1 and len(b) == 1:
+        return [(a[0], b[0])], 0, 0
+    b_ids: dict[str, list[int]] = {}
+    for j, r in enumerate(b):
+        if r.by_id:
+            b_ids.setdefault(r.name, []).append(j)
+    pairs, used_a, used_b = [], set(), set()
+    for i, ra in enumerate(a):
+        free = b_ids.get(ra.name) if ra.by_id else None
+        if free:  # the same id twice on a side: paired in order
+            j = free.pop(0)
+            pairs.append((ra, b[j]))
+            used_a.add(i)
+            used_b.add(j)
+    rest_a = [r for i, r in enumerate(a) if i not in used_a]
+    rest_b = [r for j, r in enumerate(b) if j not in used_b]
+    pairs += list(zip(rest_a, rest_b))
+    n = min(len(rest_a), len(rest_b))
+    return pairs, len(rest_a) - n, len(rest_b) - n
 
 
 def agreement_text(ag: Agreement, name_a: str, name_b: str, kappa_ci: tuple[float, float] | None = None) -> str:
@@ -208,7 +274,7 @@ def agreement_text(ag: Agreement, name_a: str, name_b: str, kappa_ci: tuple[floa
     if ag.kappa is not None and kappa_ci is not None:
         kappa += f" [{kappa_ci[0]:.2f}, {kappa_ci[1]:.2f}] (95 % bootstrap interval over the traces)"
     lines = [
-        f"A = {name_a}, B = {name_b}",
+        f"A = {_cell(name_a)}, B = {_cell(name_b)}",
         f"traces labelled by both: {ag.compared + ag.ambiguous + ag.empty} ({ag.ambiguous} marked ambiguous by either "
         f"and {ag.empty} without a tool call, left out); "
         f"only in A: {ag.only_a}; only in B: {ag.only_b}",
@@ -230,7 +296,7 @@ def agreement_text(ag: Agreement, name_a: str, name_b: str, kappa_ci: tuple[floa
     if ag.disagreements:
         lines += ["", "| trace | A | B |", "|---|---|---|"]
         for ra, rb in ag.disagreements:
-            lines.append(f"| {_name(ra, rb)} | {_said(ra)} | {_said(rb)} |")
+            lines.append(f"| {_cell(_name(ra, rb))} | {_cell(_said(ra))} | {_cell(_said(rb))} |")
     return "\n".join(lines)
 
 
@@ -239,8 +305,19 @@ def _name(a: Reading, b: Reading) -> str:
     return a.name if a.by_id or not b.by_id else b.name
 
 
+def one_line(text: str) -> str:
+    """Text from a file or a path on one line: line breaks and other control characters shown
+    as escapes."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _cell(text: str) -> str:
+    """Text from a file as one markdown table cell: one line, a ``|`` escaped."""
+    return one_line(text.replace("\\", "\\\\").replace("|", "\\|"))
+
+
 def _said(r: Reading) -> str:
     return f"loop at call {r.onset}" + (f" ({r.kind})" if r.kind else "") if r.loops else "clean"
 
 
-__all__ = ["Agreement", "LabelsError", "Reading", "TraceError", "agreement_text", "cohen_kappa", "compare", "read_side"]
+__all__ = ["Agreement", "LabelsError", "Reading", "TraceError", "agreement_text", "cohen_kappa", "compare", "one_line", "read_side"]

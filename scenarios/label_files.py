@@ -58,11 +58,13 @@ def read_labels(path: str | os.PathLike) -> tuple[list[dict[str, Any]], list[str
     """The entries of a labels file and a line per entry that was skipped."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except OSError as exc:
         raise LabelsError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise LabelsError(f"{path}: not valid JSON ({str(exc).split(':')[0]})") from None
+    except RecursionError:
+        raise LabelsError(f"{path}: not valid JSON (nested too deeply)") from None
     if not isinstance(data, dict) or not isinstance(data.get("traces"), list):
         raise LabelsError(f"{path}: expected an object with a 'traces' list (a loopbench labels file)")
     good, problems = [], []

@@ -59,7 +59,7 @@ def agree_cmd(a, b, window, as_json) -> None:
     and its kind, and every trace they disagree on. A and B are each a labels file (the review
     page's export, the shipped real-labels/dev.json) or a labelled trace (loopbench label's
     output); traces are matched by the hash of their calls."""
-    from scenarios.label_agreement import LabelsError, TraceError, agreement_text, compare, read_side
+    from scenarios.label_agreement import LabelsError, TraceError, agreement_text, compare, one_line, read_side
     from sim.scoring.uncertainty import kappa_interval
 
     sides, problems = [], []
@@ -67,14 +67,16 @@ def agree_cmd(a, b, window, as_json) -> None:
         try:
             readings, skipped = read_side(path)
         except (LabelsError, TraceError, OSError) as exc:
-            raise LoopbenchError(str(exc).splitlines()[0]) from None
+            raise LoopbenchError(one_line(str(exc))) from None
         problems += skipped
         sides.append(readings)
-    report_problems(problems)
+    report_problems([one_line(p) for p in problems])
     ag = compare(sides[0], sides[1], window)
     ci = kappa_interval(ag.pairs) if ag.kappa is not None else None
-    if ag.compared + ag.ambiguous + ag.empty == 0:
-        raise LoopbenchError(f"{a} and {b} label no trace in common (traces are matched by the hash of their calls)")
+    if ag.compared == 0:
+        raise LoopbenchError(f"{one_line(a)} and {one_line(b)} label no trace in common with a tool call that neither "
+                             f"marks ambiguous ({ag.ambiguous + ag.empty} matched traces left out; traces are matched "
+                             "by the hash of their calls)")
     if as_json:
         click.echo(json.dumps({"a": a, "b": b, **ag.to_dict(), "kappa_lo": ci[0] if ci else None,
                                "kappa_hi": ci[1] if ci else None}, indent=1))

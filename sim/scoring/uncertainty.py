@@ -157,7 +157,7 @@ def kappa_interval(pairs: Sequence[tuple[bool, bool]], rounds: int = ROUNDS, see
         k = cohen_kappa(*counts.T)
     k[~np.isfinite(k)] = np.nan
     lo, hi = percentile_interval(k, level)
-    return (float(lo), float(hi)) if np.isfinite(lo) and np.isfinite(hi) else None
+    return (float(lo) + 0.0, float(hi) + 0.0) if np.isfinite(lo) and np.isfinite(hi) else None  # + 0.0: no "-0.00"
 
 
 class Bootstrap:

@@ -38,7 +38,7 @@ def test_the_figures_of_a_known_table():
     assert abs(ag.kappa - (22 / 23 - chance) / (1 - chance)) < 1e-12
     assert (ag.same_onset, ag.close_onset, ag.onset_gaps.count(1)) == (11, 11, 1)
     assert (ag.same_kind, ag.kinds_named) == (10, 11)
-    assert sorted(r.name for r, _ in ag.disagreements) == ["l0", "x"]
+    assert sorted(r.name for r, _ in ag.disagreements) == ["l0", "l1", "x"]  # l1: the same onset, another kind
     assert compare(a, b, window=1).close_onset == 12
 
 
@@ -120,19 +120,55 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     write_labels(tmp_path / "other.json", [{"calls_sha1": "1" * 40, "loops": False}])
     res = runner.invoke(main, ["agree", str(tmp_path / "other.json"), str(person)])
     assert res.exit_code == 2 and "no trace in common" in res.output
-    unlabelled = [linear_episode("e1", [("s", {"q": 1}, "r"), ("s", {"q": 1}, "r")])]
+    unlabelled = [linear_episode("e1", [("s", {"q": 1}, "r"), ("s", {"q": 1}, "r")]), linear_episode("e0", [])]
     write_trace(tmp_path / "raw.jsonl", unlabelled)
     res = runner.invoke(main, ["agree", str(tmp_path / "raw.jsonl"), str(person)])
-    # the unlabelled trace is skipped (named on stderr), leaving nothing to compare
-    assert res.exit_code == 2 and "not every call is labelled" in res.output
+    # a trace without labels: one line (an episode without calls is no labelled trace either)
+    assert res.exit_code == 2 and res.output.count("\n") == 1, res.output
+    assert "no labelled trace with a tool call in it (1 records skipped; the first:" in res.output
+    # what is neither a labels file nor a trace: binary, an array, a labels file cut short, nested too deeply
+    (tmp_path / "bin.dat").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "arr.json").write_text("[1, 2]")
+    (tmp_path / "cut.json").write_text((tmp_path / "person.json").read_text()[:120])
+    (tmp_path / "deep.json").write_text('{"traces": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    for name, said in (("bin.dat", "not UTF-8 text"), ("arr.json", "the JSON is an array"),
+                       ("cut.json", "not valid JSON"), ("deep.json", "nested too deeply")):
+        res = runner.invoke(main, ["agree", str(tmp_path / name), str(person)])
+        assert res.exit_code == 2 and res.output.count("\n") == 1 and said in res.output, (name, res.output)
+        assert "Traceback" not in res.output
+
+
+def test_traces_sharing_a_call_list_pair_by_name_and_text_stays_in_its_cells(tmp_path):
+    """Two traces with the same calls, listed in another order by the other side, pair by their
+    episode ids; a name or kind holding ``|`` or a line break stays inside its table cell; a kind
+    that differs at the same onset is a disagreement too; ``"ambiguous": "false"`` is not true."""
+    calls = [("s", {"q": 1}, "r", False, False), ("s", {"q": 1}, "r", False, True)]
+    eps = [linear_episode("a|1", calls), linear_episode("a\n2", [c[:4] + (False,) for c in calls])]
+    write_trace(tmp_path / "t.jsonl", eps)
+    sha = calls_sha1(eps[0])
+    write_labels(tmp_path / "p.json", [
+        {"episode": "a\n2", "calls_sha1": sha, "loops": False, "ambiguous": "false"},
+        {"episode": "a|1", "calls_sha1": sha, "loops": True, "onset": 1, "kind": "drift|x"},
+    ])
+    res = CliRunner().invoke(main, ["agree", str(tmp_path / "t.jsonl"), str(tmp_path / "p.json")])
+    assert res.exit_code == 0, res.output
+    assert "agree on 2 of 2 (100 %)" in res.output and "0 marked ambiguous" in res.output
+    rows = [line for line in res.output.splitlines() if line.startswith("| a")]
+    assert rows == ["| a\\|1 | loop at call 1 (stale) | loop at call 1 (drift\\|x) |"]
 
 
 def test_a_one_record_trace_is_read_as_a_trace(tmp_path):
     """Every line of a trace is a JSON object, so a trace of one record parses as one object too:
-    it is still read as a trace (it has no ``traces`` list), not refused as a broken labels file."""
+    it is still read as a trace (it has no ``traces`` list), not refused as a broken labels file;
+    its lone episode has no call, so there is nothing to compare in it."""
+    import pytest
+
+    from scenarios.label_agreement import LabelsError
+
     write_trace(tmp_path / "one.jsonl", [linear_episode("e", [])])
     assert len((tmp_path / "one.jsonl").read_text().splitlines()) == 1
-    assert read_side(tmp_path / "one.jsonl") == ({}, [])
+    with pytest.raises(LabelsError, match="no labelled trace with a tool call in it"):
+        read_side(tmp_path / "one.jsonl")
 
 
 def test_kappa_interval_holds_the_point_and_is_deterministic():
