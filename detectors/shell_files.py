@@ -87,7 +87,9 @@ _RUNNERS = frozenset(("python", "python2", "python3", "pytest", "py.test", "node
 def _components(path: str) -> list[str] | None:
     if _UNKNOWABLE.search(path):
         return None
-    parts = [c for c in posixpath.normpath(path).split("/") if c not in ("", ".")]
+    # A backslash separates too: a Windows harness's declared paths (``C:\\repo\\a.py``) name the
+    # files a shell line or another tool spells with ``/``; splitting more only overlaps more.
+    parts = [c for c in posixpath.normpath(path.replace("\\", "/")).split("/") if c not in ("", ".")]
     return None if ".." in parts else parts
 
 

@@ -109,6 +109,9 @@ def test_paths_overlap_when_they_may_name_the_same_file_or_a_directory_holding_i
     assert not overlaps("django/db/models/base.py", "reproduce_issue.py")
     assert not overlaps("django/db/models/base.py", "django/forms/base.py")
     assert overlaps("../a.py", "b.py")  # cannot tell: taken for the same
+    # a Windows harness's declared paths, spelled with backslashes
+    assert overlaps("C:\\repo\\src\\a.py", "C:/repo/src/a.py") and overlaps("C:\\repo\\src\\a.py", "src/a.py")
+    assert not overlaps("C:\\repo\\src\\a.py", "src/b.py")
 
 
 @settings(max_examples=200, deadline=None)

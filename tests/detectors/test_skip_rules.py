@@ -272,6 +272,14 @@ def test_a_read_of_named_files_is_changed_only_by_a_write_to_them():
         g.record("str_replace_editor", ev, "     1\tclass A:\n     2\t    x = 1\n")
         g.record("bash", {"command": write}, ok)
         assert g.check("str_replace_editor", ev).verdict is expected, write
+    # Claude Code on Windows: a Read of a backslashed path after a write to that file spelled otherwise
+    read = {"file_path": "C:\\repo\\src\\app.py"}
+    for tool, args in (("Edit", {"file_path": "C:/repo/src/app.py", "old_string": "x = 1", "new_string": "x = 2"}),
+                       ("Bash", {"command": "sed -i 's/x = 1/x = 2/' src/app.py"})):
+        g = LoopGuard(semantic=False)
+        g.record("Read", read, "     1\tclass A:\n     2\t    x = 1\n")
+        g.record(tool, args, "ok")
+        assert g.check("Read", read).verdict is ALLOW, tool
 
 
 def test_a_repeat_the_check_calls_stale_is_recorded_as_no_news():
