@@ -1067,11 +1067,10 @@ class ProgressGuard(Detector):
         # Re-reading or re-testing after a change is how the agent learns the change's effect.
         informative = (new_tokens > 0
                        or (info_before is not None and self._changed_since(state, p, mode, info_before.last_step, rules))
-                       # a read of named files that shows other text than it did: something changed
-                       # it, whatever the writes between say (a program run behind a named redirect)
-                       or (info_before is not None and p.reads is not None and "shell_targets" not in rules
-                           and info_before.last_fp != fp)
-                       or (mode == "poll" and info_before is not None and info_before.last_fp != fp))
+                       # a poll that sees a change, or a read of named files that shows other text
+                       # than it did (whatever the writes between say: a program run behind a redirect)
+                       or (info_before is not None and info_before.last_fp != fp
+                           and (mode == "poll" or (p.reads is not None and "shell_targets" not in rules))))
         body = masked.strip()
         if ("report_once" not in rules and len(body) >= 40 and body[:5000] in state.last_text
                 and len(body) < len(state.last_text.strip())):

@@ -53,18 +53,28 @@ class Agreement:
     only_b: int = 0
     ambiguous: int = 0  # matched traces either side marked ambiguous (left out of the figures)
     empty: int = 0  # matched traces without a tool call: nothing to disagree on (left out)
-    table: Counter = field(default_factory=Counter)  # (a loops, b loops) -> traces
     pairs: list[tuple[bool, bool]] = field(default_factory=list)  # (a loops, b loops) per compared trace
-    same_onset: int = 0
-    close_onset: int = 0
     onset_gaps: list[int] = field(default_factory=list)  # |a - b| where both call it a loop
     same_kind: int = 0  # of the traces with the same onset, both naming a kind
     kinds_named: int = 0
     disagreements: list[tuple[Reading, Reading]] = field(default_factory=list)
 
     @property
+    def table(self) -> Counter:
+        """(a loops, b loops) -> traces."""
+        return Counter(self.pairs)
+
+    @property
     def compared(self) -> int:
-        return sum(self.table.values())
+        return len(self.pairs)
+
+    @property
+    def same_onset(self) -> int:
+        return self.onset_gaps.count(0)
+
+    @property
+    def close_onset(self) -> int:
+        return sum(gap <= self.window for gap in self.onset_gaps)
 
     @property
     def both_loop(self) -> int:
@@ -219,20 +229,17 @@ def compare(a: dict[str, list[Reading]], b: dict[str, list[Reading]], window: in
         pairs += matched
         ag.only_a += left_a
         ag.only_b += left_b
-    for ra, rb in sorted(pairs, key=lambda p: (_name(*p), p[0].onset or -1)):
+    for ra, rb in sorted(pairs, key=lambda p: (_name(*p), -1 if p[0].onset is None else p[0].onset)):
         if ra.n_calls == 0 or rb.n_calls == 0:
             ag.empty += 1
             continue
         if ra.ambiguous or rb.ambiguous:
             ag.ambiguous += 1
             continue
-        ag.table[(ra.loops, rb.loops)] += 1
         ag.pairs.append((ra.loops, rb.loops))
         if ra.loops and rb.loops:
             gap = abs(ra.onset - rb.onset)
             ag.onset_gaps.append(gap)
-            ag.same_onset += gap == 0
-            ag.close_onset += gap <= window
             if gap == 0 and ra.kind and rb.kind:
                 ag.kinds_named += 1
                 ag.same_kind += ra.kind == rb.kind

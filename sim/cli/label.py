@@ -72,11 +72,11 @@ def agree_cmd(a, b, window, as_json) -> None:
         sides.append(readings)
     report_problems([one_line(p) for p in problems])
     ag = compare(sides[0], sides[1], window)
-    ci = kappa_interval(ag.pairs) if ag.kappa is not None else None
     if ag.compared == 0:
         raise LoopbenchError(f"{one_line(a)} and {one_line(b)} label no trace in common with a tool call that neither "
                              f"marks ambiguous ({ag.ambiguous + ag.empty} matched traces left out; traces are matched "
                              "by the hash of their calls)")
+    ci = kappa_interval(ag.pairs) if ag.kappa is not None else None
     if as_json:
         click.echo(json.dumps({"a": a, "b": b, **ag.to_dict(), "kappa_lo": ci[0] if ci else None,
                                "kappa_hi": ci[1] if ci else None}, indent=1))
