@@ -9,7 +9,10 @@ both label sets; and what halting at the first alarm, and the guard as configure
 runs (successful runs stopped, failed-run calls saved). ``--targets`` checks the held-out
 figures against issue 38's bar for the recommended guard. ``--config`` / ``--param`` apply to
 both runs: a halt level picked on dev (``loopbench tune --objective deploy``) is judged here on
-the held-out labels, in successful runs stopped and failed-run calls saved. ``--transfer
+the held-out labels, in successful runs stopped and failed-run calls saved. When the runs span two
+corpora or more, leave-one-corpus-out follows on each label set, side by side (``cv.csv``): the
+``--pair`` detectors as run and held out by corpus, and the held-out difference to ``exact`` — whether
+the rules carry over to new runs of the same agents, and to other agents. ``--transfer
 SYNTHETIC_RUN`` (a run of the default suite) adds how far its ranking of the detectors holds on
 each label set (``loopbench report SYNTHETIC_RUN --transfer``): Kendall's τ-b pooled and per
 corpus, as run and leave-one-corpus-out, dev beside held-out; without ``--detectors`` the real
@@ -77,7 +80,10 @@ def figures(run: Path) -> dict:
     paired = {(r["detector_a"], r["detector_b"], r["metric"]): r for r in read_rows(run / "paired.csv")}
     deploy = {(r["detector"], r["action"], r["metric"]): r for r in read_rows(run / "deploy.csv")}
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-    return {"metrics": metrics, "ci": ci, "paired": paired, "deploy": deploy, "run": run,
+    # ``loopbench report`` writes cv.csv for a run over two corpora or more.
+    cv = ({(r["detector"], r["corpus"], r["metric"]): r for r in read_rows(run / "cv.csv")}
+          if (run / "cv.csv").is_file() else {})
+    return {"metrics": metrics, "ci": ci, "paired": paired, "deploy": deploy, "cv": cv, "run": run,
             "problems": manifest.get("label_problems") or []}
 
 
@@ -176,6 +182,39 @@ def tables(dev: dict, held: dict, pair: tuple[str, str]) -> list[str]:
                                ("configured", "successes_stopped"), ("configured", "failed_calls_saved")):
             cells += [_deploy(dev, det, action, metric), _deploy(held, det, action, metric)]
         out.append(f"| {det} | " + " | ".join(cells) + " |")
+    return out
+
+
+def _cv_cell(fig: dict, det: str, corpus: str, col: str) -> str:
+    r = fig["cv"].get((det, corpus, "score_standard"))
+    if r is None or num(r.get(col)) is None or (col == "vs_reference" and r.get("reference") == det):
+        return "–"
+    lo, hi = num(r.get(f"{col}_lo")), num(r.get(f"{col}_hi"))
+    sign = "+" if col == "vs_reference" else ""
+    text = f"{float(r[col]):{sign}.1f}"
+    if lo is None or hi is None:
+        return text
+    return text + f" [{lo:.1f}, {hi:.1f}]" + (" ≠0" if col == "vs_reference" and (lo > 0 or hi < 0) else "")
+
+
+def loco_lines(dev: dict, held: dict, detectors: tuple[str, ...]) -> list[str]:
+    """Leave-one-corpus-out on each label set, side by side: the rules and thresholds a corpus
+    did not shape, on the dev traces and on the held-out ones (``cv.csv`` of each run)."""
+    if not dev["cv"] or not held["cv"]:
+        return []
+    refs = {r["reference"] for fig in (dev, held) for r in fig["cv"].values() if r.get("reference")}
+    ref = next(iter(refs)) if len(refs) == 1 else "the reference"
+    out = ["Leave-one-corpus-out on each label set (every threshold chosen on the other corpora; a detector that "
+           "declares its rules' corpora scored on each corpus without the rules written from it; `loopbench report "
+           "--cv corpus`), standard score:", "",
+           f"| detector | corpus | as run dev | held-out | LOCO dev | held-out | LOCO − {ref} dev | held-out |",
+           "|---" * 8 + "|"]
+    corpora = sorted({c for fig in (dev, held) for _, c, _ in fig["cv"]}, key=lambda c: (c == "pooled", c))
+    for det in detectors:
+        for c in corpora:
+            cells = [_cv_cell(fig, det, c, col) for col in ("as_run", "heldout", "vs_reference") for fig in (dev, held)]
+            if any(x != "–" for x in cells):
+                out.append(f"| {det} | {c} | " + " | ".join(cells) + " |")
     return out
 
 
@@ -296,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"{name}: {len(fig['problems'])} labels not used (their traces are missing or convert to other "
                          f"calls; label_problems in {fig['run'] / 'manifest.json'}), e.g. {fig['problems'][0]}")
     lines += [""] + tables(dev, held, pair)
+    loco = loco_lines(dev, held, pair)
+    if loco:
+        lines += [""] + loco
     moved = None
     if args.transfer is not None:
         synthetic = args.transfer.resolve()

@@ -36,6 +36,7 @@ def test_dev_and_heldout_side_by_side_with_the_targets(tmp_path, capsys):
     # the dev labels of Who&When have no traces in this corpus folder: said, not hidden
     assert "dev: 93 labels not used" in out
     assert not any(line.startswith("held-out:") for line in out.splitlines())
+    assert "Leave-one-corpus-out on each label set" not in out  # one corpus: nothing to hold out
 
 
 def test_transfer_of_a_synthetic_ranking_dev_beside_held_out(tmp_path, capsys):
@@ -76,3 +77,30 @@ def test_transfer_needs_a_run_folder(tmp_path, capsys):
         load_bench("bench_heldout").main(["--labels", str(EXAMPLES / "tau_bench_sample_labels.json"),
                                           "--transfer", str(tmp_path)])
     assert exc.value.code == 2 and "--transfer" in capsys.readouterr().err
+
+
+def _cv(rows):
+    keys = ("as_run", "heldout", "heldout_lo", "heldout_hi", "vs_reference", "vs_reference_lo", "vs_reference_hi")
+    return {"cv": {(d, c, "score_standard"): {"reference": "exact", **dict(zip(keys, map(str, v)))}
+                   for (d, c), v in rows.items()}}
+
+
+def test_leave_one_corpus_out_on_both_label_sets_side_by_side():
+    bench = load_bench("bench_heldout")
+    dev = _cv({("progress_guard", "pooled"): (86.3, 72.0, 62.0, 80.9, 0.4, -8.1, 9.4),
+               ("progress_guard", "tau"): (99.0, 70.9, 34.3, 97.0, -28.1, -64.1, -2.5),
+               ("exact", "pooled"): (71.7, 71.7, 61.1, 81.8, 0, 0, 0)})
+    held = _cv({("progress_guard", "pooled"): (72.7, 58.2, 41.8, 71.9, -2.7, -17.0, 10.4),
+                ("exact", "pooled"): (60.8, 60.8, 45.4, 74.6, 0, 0, 0)})
+    lines = bench.loco_lines(dev, held, ("progress_guard", "exact"))
+    assert "| detector | corpus | as run dev | held-out | LOCO dev | held-out | LOCO − exact dev | held-out |" in lines
+    rows = {tuple(c.strip() for c in ln.strip("|").split("|")[:2]): [c.strip() for c in ln.strip("|").split("|")]
+            for ln in lines if ln.startswith("| progress_guard") or ln.startswith("| exact")}
+    assert rows[("progress_guard", "pooled")][2:] == ["86.3", "72.7", "72.0 [62.0, 80.9]", "58.2 [41.8, 71.9]",
+                                                      "+0.4 [-8.1, 9.4]", "-2.7 [-17.0, 10.4]"]
+    # an interval that excludes 0 is marked; a corpus only one label set has shows – on the other side
+    assert rows[("progress_guard", "tau")][2:] == ["99.0", "–", "70.9 [34.3, 97.0]", "–", "-28.1 [-64.1, -2.5] ≠0", "–"]
+    assert rows[("exact", "pooled")][6:] == ["–", "–"]  # the reference is not compared with itself
+    # pooled after the corpora
+    assert [k[1] for k in rows if k[0] == "progress_guard"] == ["tau", "pooled"]
+    assert bench.loco_lines({"cv": {}}, held, ("progress_guard", "exact")) == []  # one corpus: no cv.csv
