@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.benchscripts import load_bench
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "real"
@@ -104,3 +106,11 @@ def test_leave_one_corpus_out_on_both_label_sets_side_by_side():
     # pooled after the corpora
     assert [k[1] for k in rows if k[0] == "progress_guard"] == ["tau", "pooled"]
     assert bench.loco_lines({"cv": {}}, held, ("progress_guard", "exact")) == []  # one corpus: no cv.csv
+
+
+def test_labels_default_to_the_held_out_half_labelled_here(tmp_path, capsys):
+    bench = load_bench("bench_heldout")
+    assert bench.SELF_HELDOUT.is_file() and bench.SELF_HELDOUT.name == "heldout-self-labels.json"
+    with pytest.raises(SystemExit) as exc:  # no --labels: the next thing checked is the corpus
+        bench.main(["--corpus", str(tmp_path / "none")])
+    assert exc.value.code == 2 and "--corpus" in capsys.readouterr().err
