@@ -41,7 +41,7 @@ from bench_loco import default_corpus  # noqa: E402  (where the corpora sit besi
 from sim.report.transfer import tau_text, transfer  # noqa: E402
 
 #: The held-out half labelled for loopbench (the maintainers' own stays back): docs/traces.md.
-SELF_HELDOUT = ROOT / "scenarios" / "data" / "real" / "heldout-self-labels.json"
+SELF_HELDOUT = ROOT / "scenarios" / "data" / "real" / "real-heldout-self-labels.json"
 #: Issue 38's bar for the recommended guard on held-out traces.
 TARGETS = {"recall": (">=", 0.85), "early_rate": ("<=", 0.03), "false_alarm_rate": ("<=", 0.01)}
 #: ... and for the synthetic suite's ranking of the detectors there (with the same top pick).
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labels", type=Path, default=SELF_HELDOUT,
                     help="The labels to hold out (the schema of dev.json). [default: the held-out half labelled here, "
-                         "scenarios/data/real/heldout-self-labels.json]")
+                         "scenarios/data/real/real-heldout-self-labels.json]")
     ap.add_argument("--corpus", type=Path, default=None, help="Local copy of the corpora. [default: ../shared]")
     ap.add_argument("--detectors", default=None,
                     help="[default: progress_guard,exact; with --transfer, every registered detector]")

@@ -110,7 +110,7 @@ def test_leave_one_corpus_out_on_both_label_sets_side_by_side():
 
 def test_labels_default_to_the_held_out_half_labelled_here(tmp_path, capsys):
     bench = load_bench("bench_heldout")
-    assert bench.SELF_HELDOUT.is_file() and bench.SELF_HELDOUT.name == "heldout-self-labels.json"
+    assert bench.SELF_HELDOUT.is_file() and bench.SELF_HELDOUT.name == "real-heldout-self-labels.json"
     with pytest.raises(SystemExit) as exc:  # no --labels: the next thing checked is the corpus
         bench.main(["--corpus", str(tmp_path / "none")])
     assert exc.value.code == 2 and "--corpus" in capsys.readouterr().err

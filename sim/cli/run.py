@@ -13,7 +13,7 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
 
 
 @main.command("run")
-@click.option("--suite", default=None, help="Suite name (quick, default, full, ci; real-dev: labelled real traces) or a .toml path. [default: default]")
+@click.option("--suite", default=None, help="Suite name (quick, default, full, ci; real-dev: labelled real traces; real-heldout-self: the held-out half labelled here) or a .toml path. [default: default]")
 @click.option("--detectors", "detectors_opt", default=None, help="Comma-separated: name, module:Class or label=spec. [default: all registered]")
 @click.option("--families", default=None, help="Comma-separated scenario families. [default: the suite's]")
 @click.option("--seed", type=int, default=None, help="Suite seed. [default: the suite's]")

@@ -12,18 +12,24 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.realsuite import check_labels, load_labels, load_suite
+from scenarios.realsuite import check_labels, load_labels, load_real_suite, load_suite
+from scenarios.trace import episode_events
 
 from .test_realsuite import CORPORA, needs_corpora
 
 ROOT = Path(__file__).resolve().parents[2]
-HELDOUT = ROOT / "scenarios" / "data" / "real" / "heldout-self-labels.json"
+SUITE = "real-heldout-self"
+HELDOUT = ROOT / "scenarios" / "data" / "real" / "real-heldout-self-labels.json"
 KINDS = {"stale", "cosmetic", "paraphrased", "drift", "cycle", "no_progress"}
 
 
 @pytest.fixture(scope="module")
 def doc() -> dict:
     return json.loads(HELDOUT.read_text(encoding="utf-8"))
+
+
+def test_the_suite_reads_its_shipped_labels(doc):
+    assert load_labels(SUITE) == doc
 
 
 def test_it_is_a_labels_file_with_a_kind_and_onset_for_every_loop(doc):
@@ -66,6 +72,24 @@ def test_the_counts_the_docs_give(doc):
 
 @needs_corpora
 def test_every_label_matches_its_trace_in_the_corpora():
-    load = load_suite(corpus_dir=CORPORA, labels_path=HELDOUT, from_corpus_only=True)
+    load = load_suite(SUITE, corpus_dir=CORPORA, from_corpus_only=True)
     assert load.problems == []
     assert load.matched == 252 and load.ambiguous == 1
+
+
+def test_the_shipped_traces_load_without_the_corpora():
+    load = load_suite(SUITE)
+    assert load.problems == [] and load.matched == 163 and load.ambiguous == 1
+    assert load.skipped_sources == {"who-and-when/Hand-Crafted": 28, "who-and-when/Algorithm-Generated": 61}
+    loops = Counter((e.family, any(n.label.loop for n in e.tool_nodes())) for e in load.episodes)
+    assert loops == {("tau_bench_airline", True): 8, ("tau_bench_airline", False): 83,
+                     ("react_hotpotqa", True): 15, ("react_hotpotqa", False): 57}
+
+
+@needs_corpora
+def test_shipped_episodes_equal_a_fresh_conversion():
+    fresh = {e.id: e for e in load_suite(SUITE, corpus_dir=CORPORA, from_corpus_only=True).episodes}
+    shipped = load_real_suite(SUITE)
+    assert len(shipped) == 163
+    for ep in shipped:
+        assert list(episode_events(ep)) == list(episode_events(fresh[ep.id]))

@@ -37,6 +37,17 @@ def test_committed_real_baseline_passes_on_the_committed_code():
     assert "no regression" in r.output and "progress_guard (held out)  all" in r.output
 
 
+def test_committed_heldout_baseline_passes_on_the_committed_code():
+    """results/baseline-real-heldout-self: the same on the shipped traces of the held-out half
+    labelled here, a gate against getting worse on traces no rule was written from."""
+    r = invoke("check", "--baseline", str(ROOT / "results" / "baseline-real-heldout-self"), "--no-progress",
+               "--no-timing")
+    assert r.exit_code == 0, r.output
+    assert "no regression" in r.output and "progress_guard (held out)  all" in r.output
+    manifest = json.loads((ROOT / "results" / "baseline-real-heldout-self" / "manifest.json").read_text())
+    assert manifest["suite"]["name"] == "real-heldout-self"
+
+
 def test_committed_baseline_passes_on_the_committed_code(tmp_path):
     junit = tmp_path / "gate.xml"
     r = invoke("check", "--baseline", str(ROOT / "results" / "baseline"), "--no-progress", "--junit", str(junit))
