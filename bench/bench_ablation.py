@@ -47,6 +47,7 @@ from detectors.progress_guard import LAYERS, RULES, ProgressGuard  # noqa: E402
 from sim.report.analysis import outcome_objects  # noqa: E402
 from sim.scoring.outcomes import composite, load_profiles  # noqa: E402
 from sim.config.provenance import unseen_params  # noqa: E402
+from scenarios.realsuite import SUITES as REAL_SUITES  # noqa: E402  (one family per corpus)
 
 GUARD = "detectors.progress_guard:ProgressGuard"
 
@@ -177,7 +178,7 @@ def table(run: Path, suite: str, layers: list[tuple[str, str]]) -> list[str]:
     m = _metrics(run)
     families = sorted({fam for _, fam in m if fam != "all"})
     # Per corpus on a real suite (one family per corpus); the whole suite only, elsewhere.
-    cols = ["all"] + (families if suite == "real-dev" else [])
+    cols = ["all"] + (families if suite in REAL_SUITES else [])
     rows = ["progress_guard"] + [f"without_{name}" for _, name in layers] + ["exact"]
     lines = [f"### {suite}", "", "| variant | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for det in rows:

@@ -11,9 +11,9 @@ figures against issue 38's bar for the recommended guard. ``--config`` / ``--par
 both runs: a halt level picked on dev (``loopbench tune --objective deploy``) is judged here on
 the held-out labels, in successful runs stopped and failed-run calls saved. When the runs span two
 corpora or more, leave-one-corpus-out follows on each label set, side by side (``cv.csv``): the
-``--pair`` detectors as run and held out by corpus, and the held-out difference to ``exact`` — whether
-the rules carry over to new runs of the same agents, and to other agents. ``--transfer
-SYNTHETIC_RUN`` (a run of the default suite) adds how far its ranking of the detectors holds on
+``--pair`` detectors as run and held out by corpus, and the held-out difference to ``exact``.
+As run, that asks whether the rules carry over to new runs of the same agents; leave-one-corpus-out
+asks whether they carry over to other agents. ``--transfer SYNTHETIC_RUN`` (a run of the default suite) adds how far its ranking of the detectors holds on
 each label set (``loopbench report SYNTHETIC_RUN --transfer``): Kendall's τ-b pooled and per
 corpus, as run and leave-one-corpus-out, dev beside held-out; without ``--detectors`` the real
 runs then score every registered detector.
@@ -62,7 +62,10 @@ def run_and_report(out: Path, corpus: Path, detectors: str | None, rounds: int, 
     """Run real-dev (with ``labels`` in place of the shipped ones) and report it; ``detectors``
     None scores every registered detector."""
     t0 = time.perf_counter()
-    run_loopbench(["run", "--suite", "real-dev", "--corpus", str(corpus), "--out", str(out), "--no-progress",
+    # The shipped held-out half runs as its own suite, which carries its loops' severities too.
+    suite, labels = ("real-heldout-self", None) if labels is not None and labels.resolve() == SELF_HELDOUT else \
+        ("real-dev", labels)
+    run_loopbench(["run", "--suite", suite, "--corpus", str(corpus), "--out", str(out), "--no-progress",
                 "--no-report", "--force", *extra] + (["--detectors", detectors] if detectors else [])
                + (["--labels", str(labels)] if labels else []))
     run_loopbench(["report", str(out), "--rounds", str(rounds)])

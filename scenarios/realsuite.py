@@ -42,11 +42,13 @@ from scenarios.tree import Episode, Label, ThinkNode, ToolNode
 #: dev half leaves out, labelled blind for loopbench (not the maintainers' held-out half); it
 #: measures, nothing is tuned against it (docs/traces.md).
 SUITES = {"real-dev": "real-dev-labels.json", "real-heldout-self": "real-heldout-self-labels.json"}
+#: Suites that measure and are not tuned on: ``tune`` and ``sweep`` say so when pointed at one.
+MEASURE_ONLY = frozenset({"real-heldout-self"})
 #: The converted traces shipped for each suite (τ-bench and ReAct only).
 SHIPPED = {"real-dev": "real-dev.jsonl.gz", "real-heldout-self": "real-heldout-self.jsonl.gz"}
 
 #: The severities proposed for each suite's loops (``scenarios.real_severity`` builds them).
-SEVERITIES = {"real-dev": "real-dev-severity.json"}
+SEVERITIES = {"real-dev": "real-dev-severity.json", "real-heldout-self": "real-heldout-self-severity.json"}
 
 #: Labels-file source -> the family name the suite reports it under.
 FAMILIES = {

@@ -108,9 +108,34 @@ def test_leave_one_corpus_out_on_both_label_sets_side_by_side():
     assert bench.loco_lines({"cv": {}}, held, ("progress_guard", "exact")) == []  # one corpus: no cv.csv
 
 
-def test_labels_default_to_the_held_out_half_labelled_here(tmp_path, capsys):
+def test_labels_default_to_the_held_out_half_labelled_here(tmp_path, monkeypatch):
     bench = load_bench("bench_heldout")
     assert bench.SELF_HELDOUT.is_file() and bench.SELF_HELDOUT.name == "real-heldout-self-labels.json"
-    with pytest.raises(SystemExit) as exc:  # no --labels: the next thing checked is the corpus
-        bench.main(["--corpus", str(tmp_path / "none")])
-    assert exc.value.code == 2 and "--corpus" in capsys.readouterr().err
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_run_and_report(out, corpus, detectors, rounds, labels, extra=()):
+        seen.append(labels)
+        if labels is not None:
+            raise Stop
+        return out
+
+    monkeypatch.setattr(bench, "run_and_report", fake_run_and_report)
+    monkeypatch.setattr(bench, "figures", lambda run: {})
+    with pytest.raises(Stop):
+        bench.main(["--corpus", str(tmp_path)])
+    assert seen == [None, bench.SELF_HELDOUT.resolve()]
+
+
+def test_the_shipped_half_runs_as_its_own_suite(tmp_path, monkeypatch):
+    """So its loops carry their severities; another labels file replaces real-dev's."""
+    bench = load_bench("bench_heldout")
+    calls = []
+    monkeypatch.setattr(bench, "run_loopbench", lambda args, who="bench_heldout": calls.append(args))
+    bench.run_and_report(tmp_path / "a", tmp_path, "exact", 10, bench.SELF_HELDOUT)
+    bench.run_and_report(tmp_path / "b", tmp_path, "exact", 10, EXAMPLES / "tau_bench_sample_labels.json")
+    runs = [c for c in calls if c[0] == "run"]
+    assert runs[0][runs[0].index("--suite") + 1] == "real-heldout-self" and "--labels" not in runs[0]
+    assert runs[1][runs[1].index("--suite") + 1] == "real-dev" and "--labels" in runs[1]

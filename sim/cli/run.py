@@ -33,9 +33,9 @@ from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, 
 @click.option("--force", is_flag=True, help="Empty --out first when it holds an earlier run (without it, a non-empty --out is refused).")
 @click.option("--corpus", default=None, help="With a real suite: a local copy of the corpora, for the traces that "
               "are not shipped with loopbench (Who&When: Magentic-One, CaptainAgent).")
-@click.option("--labels", "labels_path", default=None, help="With --suite real-dev and --corpus: score against this labels "
-              "file (the schema of the corpora's dev.json: a held-out half, or your own labels) instead of the shipped "
-              "dev labels; every labelled trace is converted from --corpus.")
+@click.option("--labels", "labels_path", default=None, help="With a hand-labelled real suite (real-dev, real-heldout-self) "
+              "and --corpus: score against this labels file (the schema of the corpora's dev.json: a held-out half, or "
+              "your own labels) instead of the suite's shipped labels; every labelled trace is converted from --corpus.")
 @click.option("--no-report", is_flag=True, help="Write the run folder and its scoreboard only: no plots, intervals, "
               "threshold sweeps or HTML (about a quarter of a warm default run); `loopbench report RUN` writes them later.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
@@ -136,13 +136,15 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, harness, out, 
 
 
 def check_labels_option(suite, labels_path: str, corpus: str | None) -> None:
-    """``--labels``: for real-dev with its corpora, and a labels file loading can use (checked
-    before any work, the first unusable field named)."""
+    """``--labels``: for a hand-labelled real suite with its corpora (it replaces the suite's
+    labels), and a labels file loading can use (checked before any work, the first unusable
+    field named)."""
     from scenarios.injected_suite import is_injected
     from scenarios.realsuite import RealSuiteError, load_labels
 
     if not suite.real or is_injected(suite.name):
-        raise LoopbenchError(f"--labels is for --suite real-dev (suite {suite.name!r} has labels of its own making)")
+        raise LoopbenchError(f"--labels is for --suite real-dev or real-heldout-self, whose labels it replaces "
+                             f"(suite {suite.name!r} has labels of its own making)")
     if corpus is None:
         raise LoopbenchError("--labels needs --corpus DIR: every labelled trace is converted from the corpora")
     try:

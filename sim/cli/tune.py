@@ -17,6 +17,15 @@ def as_rate(v) -> str:
     return number_text(v, pct=True)
 
 
+def warn_measure_only(suite: str) -> None:
+    """One line on stderr when ``suite`` is kept for measuring (the held-out half labelled here)."""
+    from scenarios.realsuite import MEASURE_ONLY
+
+    if suite in MEASURE_ONLY:
+        click.echo(f"loopbench: note: suite {suite} is for measuring; a setting tuned on it is fitted to the "
+                   "traces that are meant to judge it (docs/traces.md)", err=True)
+
+
 def _workload(suite, families, episodes, seed):
     """The suite, its families, episodes per family and seed, as ``run`` resolves them."""
     from scenarios.base import registered
@@ -91,6 +100,7 @@ def sweep_cmd(detector, params, suite, families, episodes, seed, config_path, ou
         sweep_cells(spec, grids)  # every cell's values checked before any work
     except TuningError as exc:
         raise LoopbenchError(str(exc)) from None
+    warn_measure_only(suite)
     eng = make_engine(engine, workers, ray_address)
     s, fams, n, sd = _workload(suite, families, episodes, seed)
     delta = DELTA if delta is None else delta
@@ -186,6 +196,7 @@ def tune_cmd(detector, budget, objective, max_stopped, suite, families, episodes
     With --objective deploy: the halt setting (global and per tool) that saves the most failed-run
     calls while stopping at most --max-stopped of the successful runs.
     """
+    warn_measure_only(suite)
     if objective == "deploy":
         if max_stopped is None:
             raise LoopbenchError("--objective deploy needs --max-stopped (the share of successful runs a halt may stop, e.g. 0.01)")

@@ -261,7 +261,7 @@ def cv_deploy_text(rows: Sequence[dict], detectors: Sequence[str]) -> str:
             ("nudges / 100 clean calls", lambda d: rate(_get(rows, d, POOLED, "nudge", "nudges_per_100_clean"), 1, "")))
     table = [["detector"] + [h for h, _ in cols]] + [[d] + [f(d) for _, f in cols] for d in detectors]
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    lines = ["Leave-one-corpus-out in a deployer's terms, pooled, dev -> held out (cv_deploy.csv has every figure):"]
+    lines = ["Leave-one-corpus-out in a deployer's terms, pooled, as run -> held out (cv_deploy.csv has every figure):"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
     return "\n".join(lines)
 

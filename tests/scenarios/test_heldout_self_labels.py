@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from scenarios.label_agreement import compare, read_side
 from scenarios.realsuite import check_labels, load_labels, load_real_suite, load_suite
 from scenarios.trace import episode_events
 
@@ -93,3 +94,14 @@ def test_shipped_episodes_equal_a_fresh_conversion():
     assert len(shipped) == 163
     for ep in shipped:
         assert list(episode_events(ep)) == list(episode_events(fresh[ep.id]))
+
+
+@pytest.mark.parametrize("a, b, agree, of, kappa, onsets", [
+    ("real-dev-labels.json", "real-heldout-self-calibration.json", 23, 24, 0.92, 10),
+    ("real-heldout-self-labels.json", "real-heldout-self-second-reading.json", 32, 32, 1.00, 14),
+])
+def test_the_shipped_readings_give_the_documented_agreement(a, b, agree, of, kappa, onsets):
+    data = HELDOUT.parent
+    ag = compare(read_side(data / a)[0], read_side(data / b)[0])
+    assert ag.compared == of and round(ag.percent_agree * of) == agree
+    assert round(ag.kappa, 2) == kappa and ag.same_onset == ag.both_loop == onsets

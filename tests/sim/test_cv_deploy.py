@@ -146,7 +146,7 @@ def test_held_out_catches_agree_with_the_leave_one_corpus_out_recall(report):
 
 def test_the_report_and_the_cli_say_it_dev_beside_held_out(report):
     _, rep, out = report
-    assert "in a deployer's terms, pooled, dev -> held out" in out
+    assert "in a deployer's terms, pooled, as run -> held out" in out
     table = out[out.index("in a deployer's terms"):]
     line = next(ln for ln in table.splitlines() if ln.startswith("progress_guard "))
     assert " -> " in line and " of " in line

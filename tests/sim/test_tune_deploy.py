@@ -326,3 +326,15 @@ def test_cli_holds_the_rules_out_unless_told_not_to(tmp_path) -> None:
     r = invoke(*args, "--out", str(tmp_path / "b.toml"), "--no-cv-rules")
     assert r.exit_code == 0, r.output
     assert {x["held_out_as"] for x in json.loads(r.stdout[r.stdout.index("{"):])["loco"]} == {"as shipped", ""}
+
+
+def test_tuning_on_the_held_out_half_says_it_is_for_measuring(tmp_path):
+    r = CliRunner().invoke(main, ["tune", "--detector", "progress_guard", "--objective", "deploy", "--max-stopped",
+                                  "0.02", "--suite", "real-heldout-self", "--global-only", "--out",
+                                  str(tmp_path / "t.toml"), "--no-progress"])
+    assert r.exit_code == 0, r.output
+    assert "note: suite real-heldout-self is for measuring" in r.stderr
+    quiet = CliRunner().invoke(main, ["tune", "--detector", "progress_guard", "--objective", "deploy", "--max-stopped",
+                                      "0.02", "--suite", "real-dev", "--global-only", "--out", str(tmp_path / "d.toml"),
+                                      "--no-progress"])
+    assert quiet.exit_code == 0 and "is for measuring" not in quiet.stderr
