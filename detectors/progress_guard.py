@@ -88,8 +88,9 @@ RULES: dict[str, str] = {
     "unanswered_retry": "a call that ran without a reply may be asked again, up to max_retries",
     "failed_write": "a write that failed changed nothing: a read right after it that repeats is a repeat",
     "undo_once": "writing a value back after the same write with other numbers is an undo, allowed once",
-    "program_streak": "a shell's failure streak is of one program: a command of another program (a cat after two "
-                      "greps that found nothing) neither continues it nor is judged by it",
+    "program_streak": "a shell's failure streak is of one program, a declared tool's of its reads or its writes: a "
+                      "command of another program (a cat after two greps that found nothing), or an editor's view "
+                      "after two refused edits, neither continues it nor is judged by it",
     "redo_write": "a file or shell write made again after a write that may have undone it (a shell line, a write "
                   "to one of its files) is no repeat: a fix re-applied after it was reverted to see the test fail",
     "blind_trial": "a re-run whose last two runs gave the same result, with writes between that differ "
@@ -687,6 +688,11 @@ class ProgressGuard(Detector):
               and _one_file(effect.target)):
             # a declared read of one file (not a listing, a search of a folder, or several paths)
             prepared._reads = (posixpath.normpath(effect.target.strip()),)
+        if prepared.program is None and effect is not None and not effect.writes:
+            # A declared read of a tool that also writes (the editor's ``view``) is another
+            # operation than its edits: two refused edits say nothing of the view that looks
+            # for the right text (``program_streak``).
+            prepared.program = "\x00read"
         return prepared
 
     def _line_results(self, call: ToolCall, p: _Prepared) -> bool:
@@ -1182,7 +1188,8 @@ class ProgressGuard(Detector):
         )
 
     def _source(self, tool: str, p: _Prepared) -> str:
-        """What a failure streak is of: the tool, and for a shell line the program it runs.
+        """What a failure streak is of: the tool, for a shell line the program it runs, and for a
+        declared read the tool's reads (an editor's ``view`` is not one of its refused edits).
 
         Why it is general: one shell runs every program an agent uses; two ``grep``s that
         found nothing say nothing of the ``cat`` or the test run that comes next, as two

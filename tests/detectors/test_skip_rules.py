@@ -339,6 +339,32 @@ def test_a_shell_failure_streak_judges_the_next_command_of_its_program_only():
     assert g.check("book", {"flight": "HAT09"}).verdict is NUDGE
 
 
+
+def test_an_editor_view_is_not_judged_by_a_streak_of_refused_edits():
+    """A declared read of a tool that also writes is another operation than its writes: two
+    refused ``str_replace`` edits say nothing of the ``view`` that looks for the right text (a
+    hypothesis example of test_file_views found the nudge), while a third edit is still judged
+    by them, and two failed views by each other."""
+    refused = "No replacement was performed. Multiple occurrences of old_str"
+    g = LoopGuard(semantic=False)
+    for n in (1, 2):
+        g.record("str_replace_editor", {"command": "str_replace", "path": "/r/a.py", "old_str": f"x{n}",
+                                        "new_str": "y"}, refused, error=True)
+    assert g.check("str_replace_editor", {"command": "view", "path": "/r/a.py", "view_range": [1, 20]}).verdict is ALLOW
+    assert g.check("str_replace_editor", {"command": "str_replace", "path": "/r/a.py", "old_str": "z",
+                                          "new_str": "y"}).verdict is NUDGE
+    assert g.check("str_replace_editor", {"command": "view", "path": "/r/a.py"},).verdict is ALLOW
+    off = LoopGuard(semantic=False, skip_rules=["program_streak"])
+    for n in (1, 2):
+        off.record("str_replace_editor", {"command": "str_replace", "path": "/r/a.py", "old_str": f"x{n}",
+                                          "new_str": "y"}, refused, error=True)
+    assert off.check("str_replace_editor", {"command": "view", "path": "/r/a.py"}).verdict is NUDGE
+    g = LoopGuard(semantic=False)
+    for path in ("/r/missing.py", "/r/gone.py"):
+        g.record("str_replace_editor", {"command": "view", "path": path}, "The path does not exist.", error=True)
+    assert g.check("str_replace_editor", {"command": "view", "path": "/r/other.py"}).verdict is NUDGE
+
+
 def test_a_write_made_again_is_a_repeat_unless_a_later_write_may_have_undone_it():
     """``redo_write``'s reach: a shell write or a declared file write that ran again after a
     write that may have undone it is no repeat; the same write with nothing written since, or
