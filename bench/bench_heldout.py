@@ -13,10 +13,10 @@ the held-out labels, in successful runs stopped and failed-run calls saved. When
 corpora or more, leave-one-corpus-out follows on each label set, side by side (``cv.csv``): the
 ``--pair`` detectors as run and held out by corpus, and the held-out difference to ``exact``.
 As run, that asks whether the rules carry over to new runs of the same agents; leave-one-corpus-out
-asks whether they carry over to other agents. ``--transfer SYNTHETIC_RUN`` (a run of the default suite) adds how far its ranking of the detectors holds on
-each label set (``loopbench report SYNTHETIC_RUN --transfer``): Kendall's τ-b pooled and per
-corpus, as run and leave-one-corpus-out, dev beside held-out; without ``--detectors`` the real
-runs then score every registered detector.
+asks whether they carry over to other agents. ``--transfer SYNTHETIC_RUN`` (a run of the default
+suite) adds how far its ranking of the detectors holds on each label set (``loopbench report
+SYNTHETIC_RUN --transfer``): Kendall's τ-b pooled and per corpus, as run and leave-one-corpus-out,
+dev beside held-out; without ``--detectors`` the real runs then score every registered detector.
 
     python bench/bench_heldout.py [--labels HELDOUT.json] [--corpus DIR] [--detectors a,b]
                                   [--pair progress_guard,exact] [--rounds 1000] [--out DIR]
@@ -60,11 +60,12 @@ def run_loopbench(args: list[str], who: str = "bench_heldout") -> None:
 def run_and_report(out: Path, corpus: Path, detectors: str | None, rounds: int, labels: Path | None,
                    extra: tuple[str, ...] | list[str] = ()) -> Path:
     """Run real-dev (with ``labels`` in place of the shipped ones) and report it; ``detectors``
-    None scores every registered detector."""
+    None scores every registered detector. The shipped held-out half runs as its own suite,
+    ``real-heldout-self``, which carries its loops' severities too."""
     t0 = time.perf_counter()
-    # The shipped held-out half runs as its own suite, which carries its loops' severities too.
-    suite, labels = ("real-heldout-self", None) if labels is not None and labels.resolve() == SELF_HELDOUT else \
-        ("real-dev", labels)
+    suite = "real-dev"
+    if labels is not None and labels.resolve() == SELF_HELDOUT:
+        suite, labels = "real-heldout-self", None
     run_loopbench(["run", "--suite", suite, "--corpus", str(corpus), "--out", str(out), "--no-progress",
                 "--no-report", "--force", *extra] + (["--detectors", detectors] if detectors else [])
                + (["--labels", str(labels)] if labels else []))

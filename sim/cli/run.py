@@ -140,10 +140,10 @@ def check_labels_option(suite, labels_path: str, corpus: str | None) -> None:
     labels), and a labels file loading can use (checked before any work, the first unusable
     field named)."""
     from scenarios.injected_suite import is_injected
-    from scenarios.realsuite import RealSuiteError, load_labels
+    from scenarios.realsuite import SUITES, RealSuiteError, load_labels
 
     if not suite.real or is_injected(suite.name):
-        raise LoopbenchError(f"--labels is for --suite real-dev or real-heldout-self, whose labels it replaces "
+        raise LoopbenchError(f"--labels is for --suite {' or '.join(SUITES)}, whose labels it replaces "
                              f"(suite {suite.name!r} has labels of its own making)")
     if corpus is None:
         raise LoopbenchError("--labels needs --corpus DIR: every labelled trace is converted from the corpora")
