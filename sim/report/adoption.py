@@ -1,0 +1,296 @@
+"""Should a guard change be adopted? The project's adoption protocol for any two detectors.
+
+A change to a guard — a new rule, another default, a declaration of what a tool writes — is
+run as two detectors over the same suites, ``base`` (as it is) and ``candidate`` (with the
+change), and judged the way docs/detectors.md adopts a rule: **on the corpora it was not
+derived from**. The caller names the real corpora whose traces the change was written from
+(``derived_from``); a gain there is in-sample and proves nothing. What decides:
+
+- **gain elsewhere**: the candidate's standard score minus the base's, paired (the same
+  bootstrap rounds), pooled over each real suite's corpora the change was not derived from;
+- **nothing worse**: no family, corpus or suite scores lower, and the guard as configured stops
+  no more successful runs (``deploy.csv``), on any suite run, derived-from corpora included.
+
+A suite that is for measuring only (``real-heldout-self``: traces nobody wrote a rule from) is
+printed beside the others and decides nothing: a verdict that counted it would make it one more
+dev half, tuned on like the first.
+
+The verdict is ``adopt`` (a gain elsewhere, nothing worse), ``no gain`` (nothing worse, no
+gain where it was not derived from: what a declaration of a tool's documented behaviour may
+still be adopted on, docs/detectors.md) or ``worse`` (something got worse: the table says
+where). Every figure is printed dev and held out side by side — each suite's corpora marked
+as derived from or not — with the deployer's figures beside the scores.
+
+The intervals are the report's stratified cluster bootstrap (episodes resampled within each
+family or corpus), so a difference is exactly 0 where the two detectors agree on every episode.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from scenarios.injected_suite import is_injected
+from scenarios.realsuite import FAMILIES, MEASURE_ONLY
+from sim.numbers import as_float
+from sim.report.analysis import load_runs, open_loop_data
+from sim.report.crossval import by_corpus, corpus_metrics
+from sim.scoring.outcomes import load_profiles
+from sim.scoring.uncertainty import episode_totals, percentile_interval
+
+BASE, CANDIDATE = "base", "candidate"
+POOLED = "pooled"
+#: The pooled row over a real suite's corpora the change was not derived from.
+ELSEWHERE = "pooled, not derived from"
+#: Every real corpus a change can be derived from (the real suites' families).
+CORPORA = tuple(sorted(FAMILIES.values()))
+METRICS = ("score_standard", "recall", "early_rate", "false_alarm_rate")
+COLUMNS = ["suite", "group", "derived", "episodes", "base", "candidate", "diff", "lo", "hi",
+           "base_recall", "candidate_recall", "base_early", "candidate_early", "base_far", "candidate_far"]
+#: The deployer's figures compared, from each run's ``deploy.csv``: (action, metric, heading,
+#: whether more is worse).
+DEPLOY = (("halt", "successes_stopped", "successful runs stopped, halting at the first alarm", True),
+          ("configured", "successes_stopped", "successful runs stopped, as configured", True),
+          ("halt", "failed_calls_saved", "failed-run calls saved, halting", False),
+          ("configured", "failed_calls_saved", "failed-run calls saved, as configured", False),
+          ("nudge", "nudges_per_100_clean", "nudges per 100 clean calls", True))
+DEPLOY_COLUMNS = ["suite", "action", "metric", "base", "base_count", "base_of", "candidate", "candidate_count",
+                  "candidate_of"]
+
+
+class AdoptionError(ValueError):
+    """A run that cannot be compared (one line, for the CLI)."""
+
+
+@dataclass
+class SuiteComparison:
+    """One suite's rows (:data:`COLUMNS`) and deployment rows (:data:`DEPLOY_COLUMNS`)."""
+
+    suite: str
+    real: bool
+    #: The whole suite is traces no rule was written from (``real-heldout-self``).
+    held_out: bool
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    deploy: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    verdict: str  # "adopt", "no gain" or "worse"
+    gains: list[dict[str, Any]]  # the rows that decide a gain elsewhere
+    worse: list[str]  # what got worse, one phrase each
+    #: The pooled rows of the suites held out as a whole: shown with the verdict, not part of it.
+    held_out: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def adopted(self) -> bool:
+        return self.verdict == "adopt"
+
+
+def check_derived(names: Sequence[str]) -> tuple[str, ...]:
+    """The corpora a change was derived from, validated; ``["none"]`` is none."""
+    names = [n for n in names if n]
+    if names == ["none"]:
+        return ()
+    unknown = [n for n in names if n not in CORPORA]
+    if not names or unknown:
+        raise AdoptionError(f"--derived-from: {'unknown corpus ' + ', '.join(unknown) if unknown else 'empty'} "
+                            f"(the real corpora: {', '.join(CORPORA)}; or 'none' for a change written from none)")
+    return tuple(dict.fromkeys(names))
+
+
+def compare_run(run_dir: str | Path, derived_from: Sequence[str], *, rounds: int = 1000, seed: int = 0) -> SuiteComparison:
+    """``candidate`` against ``base`` in one run folder holding both (see the module docstring)."""
+    data = load_runs([run_dir])
+    missing = [d for d in (BASE, CANDIDATE) if d not in data.detectors]
+    if missing:
+        raise AdoptionError(f"{run_dir}: no detector labelled {' or '.join(missing)} in this run")
+    cfg = data.manifests[0].get("config", {})
+    suite = str(cfg.get("suite", "?"))
+    real = bool(cfg.get("real")) or is_injected(suite) or suite == "replay"
+    if real:
+        data = by_corpus(data)
+    if not len(data.outcomes):
+        raise AdoptionError(f"{run_dir}: no open-loop outcomes (episodes.csv) to compare")
+    ol = open_loop_data(data, rounds, seed, family_text=True, detectors=[BASE, CANDIDATE])
+    groups = list(ol.boot.groups)
+    _, profiles = load_profiles()
+    held_out = suite in MEASURE_ONLY
+    derived = [real and not held_out and g in derived_from for g in groups]
+    # Per detector, totals per group: point (G, k) and rounds (R, G, k); then the pooled rows.
+    totals = {}
+    for det in (BASE, CANDIDATE):
+        point, per_round = ol.boot.family_totals(episode_totals(ol.by_det[det], ol.index, data.delta))
+        pools = [(POOLED, point.sum(axis=0), per_round.sum(axis=1))]
+        if real:
+            keep = np.asarray([not d for d in derived])
+            pools.append((ELSEWHERE, point[keep].sum(axis=0), per_round[:, keep].sum(axis=1)))
+        totals[det] = (point, per_round, pools)
+    sizes = {g: len(ix) for g, ix in ol.boot.groups.items()}
+    out = SuiteComparison(suite, real, held_out)
+
+    def add(group: str, derived_mark: str, n: int, tb, rb, tc, rc) -> None:
+        mb, mc = corpus_metrics(tb, profiles), corpus_metrics(tc, profiles)
+        rmb, rmc = corpus_metrics(rb, profiles), corpus_metrics(rc, profiles)
+        lo, hi = percentile_interval(rmc["score_standard"] - rmb["score_standard"])
+        out.rows.append({"suite": suite, "group": group, "derived": derived_mark, "episodes": n,
+                         "base": as_float(mb["score_standard"]), "candidate": as_float(mc["score_standard"]),
+                         "diff": as_float(mc["score_standard"] - mb["score_standard"]),
+                         "lo": as_float(lo), "hi": as_float(hi),
+                         "base_recall": as_float(mb["recall"]), "candidate_recall": as_float(mc["recall"]),
+                         "base_early": as_float(mb["early_rate"]), "candidate_early": as_float(mc["early_rate"]),
+                         "base_far": as_float(mb["false_alarm_rate"]), "candidate_far": as_float(mc["false_alarm_rate"])})
+
+    (pb, rb, pools_b), (pc, rc, pools_c) = totals[BASE], totals[CANDIDATE]
+    for gi, g in enumerate(groups):
+        mark = ("derived" if derived[gi] else "held out" if held_out else "not derived") if real else ""
+        add(g, mark, sizes[g], pb[gi], rb[:, gi], pc[gi], rc[:, gi])
+    n_all = sum(sizes.values())
+    for (name, tb, rtb), (_, tc, rtc) in zip(pools_b, pools_c):
+        if name == ELSEWHERE:
+            n = sum(sizes[g] for gi, g in enumerate(groups) if not derived[gi])
+            if n == 0 or not any(derived):  # no corpus left, or the same as the pooled row
+                continue
+            add(name, "not derived", n, tb, rtb, tc, rtc)
+        else:
+            add(name, "", n_all, tb, rtb, tc, rtc)
+    out.deploy = _deploy_rows(Path(run_dir), suite)
+    return out
+
+
+def _deploy_rows(run_dir: Path, suite: str) -> list[dict[str, Any]]:
+    path = run_dir / "deploy.csv"
+    if not path.is_file():
+        return []
+    d = pd.read_csv(path)
+    rows = []
+    for action, metric, _, _ in DEPLOY:
+        got = {det: d[(d["detector"] == det) & (d["action"] == action) & (d["metric"] == metric)] for det in (BASE, CANDIDATE)}
+        if any(g.empty or pd.isna(g["value"].iloc[0]) for g in got.values()):
+            continue
+        row: dict[str, Any] = {"suite": suite, "action": action, "metric": metric}
+        for det, g in got.items():
+            r = g.iloc[0]
+            row[det] = float(r["value"])
+            row[f"{det}_count"] = None if pd.isna(r["count"]) else int(r["count"])
+            row[f"{det}_of"] = None if pd.isna(r["of"]) else int(r["of"])
+        rows.append(row)
+    return rows
+
+
+def decide(suites: Sequence[SuiteComparison], tolerance: float = 0.0) -> Verdict:
+    """The verdict (module docstring): ``tolerance`` points of score a group may lose before it
+    counts as worse (0: any loss on these traces)."""
+    gains, worse, held_out = [], [], []
+    for s in suites:
+        if s.held_out:
+            held_out += [r for r in s.rows if r["group"] == POOLED]
+            continue
+        for r in s.rows:
+            if r["diff"] is not None and r["diff"] < -tolerance:
+                where = s.suite if r["group"] == POOLED else f"{s.suite} {r['group']}"
+                worse.append(f"{where} {r['diff']:+.1f}")
+            if s.real and (r["group"] == ELSEWHERE or (r["group"] == POOLED and not any(
+                    x["derived"] == "derived" for x in s.rows))):
+                gains.append(r)
+        for d in s.deploy:
+            if d["metric"] == "successes_stopped" and d["action"] == "configured" and d[CANDIDATE] > d[BASE]:
+                worse.append(f"{s.suite}: successful runs stopped as configured {d['base_count']} -> "
+                             f"{d['candidate_count']} of {d['candidate_of']}")
+    if worse:
+        return Verdict("worse", gains, worse, held_out)
+    if any(g["diff"] is not None and g["diff"] > 0 for g in gains):
+        return Verdict("adopt", gains, [], held_out)
+    return Verdict("no gain", gains, [], held_out)
+
+
+def _num(v: float | None, digits: int = 1) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def _diff(r: dict[str, Any]) -> str:
+    if r["diff"] is None:
+        return "–"
+    excl = r["lo"] is not None and (r["lo"] > 0 or r["hi"] < 0)
+    return f"{r['diff']:+.1f} [{_num(r['lo'])}, {_num(r['hi'])}]" + (" ≠0" if excl else "")
+
+
+def _deploy_cell(row: dict[str, Any], det: str) -> str:
+    if row["metric"] == "nudges_per_100_clean":
+        return f"{row[det]:.2f}"
+    if row["metric"] == "successes_stopped":
+        return f"{row[f'{det}_count']} of {row[f'{det}_of']}"
+    return f"{100 * row[det]:.1f} %"
+
+
+def adoption_text(suites: Sequence[SuiteComparison], verdict: Verdict, derived_from: Sequence[str]) -> str:
+    """The comparison as markdown: per suite its groups (dev and held out side by side), the
+    deployer's figures, then the verdict."""
+    lines = [f"# Adopt `candidate` over `base`? (derived from: {', '.join(derived_from) or 'none'})", ""]
+    for s in suites:
+        kind = ("real, held out as a whole: measured beside the others, it decides nothing" if s.held_out else
+                "real: each corpus derived from or not" if s.real else "synthetic")
+        lines += [f"## `{s.suite}` ({kind})", "",
+                  "| family / corpus | | episodes | base | candidate | candidate − base [95 %] | recall | early | FAR |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        shown = [r for r in s.rows if r["group"] in (POOLED, ELSEWHERE) or r["diff"] != 0 or s.real]
+        for r in shown:
+            lines.append(f"| {r['group']} | {r['derived']} | {r['episodes']} | {_num(r['base'])} | {_num(r['candidate'])} | "
+                         f"{_diff(r)} | {_num(r['base_recall'], 3)} → {_num(r['candidate_recall'], 3)} | "
+                         f"{_num(r['base_early'], 3)} → {_num(r['candidate_early'], 3)} | "
+                         f"{_num(r['base_far'], 3)} → {_num(r['candidate_far'], 3)} |")
+        hidden = len(s.rows) - len(shown)
+        if hidden:
+            lines.append(f"\n{hidden} families unchanged (difference 0) are not shown; adoption.csv has every row.")
+        if s.deploy:
+            lines += ["", "| in a deployer's terms | base | candidate |", "|---|---|---|"]
+            for d in s.deploy:
+                heading = next(h for a, m, h, _ in DEPLOY if (a, m) == (d["action"], d["metric"]))
+                lines.append(f"| {heading} | {_deploy_cell(d, BASE)} | {_deploy_cell(d, CANDIDATE)} |")
+        lines.append("")
+    lines.append("## Verdict")
+    lines.append("")
+    if verdict.gains:
+        lines.append("Where the change was not derived from: " + "; ".join(
+            f"`{g['suite']}` {g['group']} {_diff(g)}" for g in verdict.gains) + ".")
+    else:
+        lines.append("No real dev suite was run, or every corpus run was one the change was derived from: nothing "
+                     "measures it where it was not derived from.")
+    if verdict.held_out:
+        lines.append("")
+        lines.append("Held out, for measuring only (it decides nothing): " + "; ".join(
+            f"`{r['suite']}` {_diff(r)}" for r in verdict.held_out) + ".")
+    lines.append("")
+    if verdict.verdict == "worse":
+        lines.append("**Not adopted: worse on** " + "; ".join(verdict.worse) + ".")
+    elif verdict.verdict == "adopt":
+        sure = all(g["lo"] is not None and g["lo"] > 0 for g in verdict.gains if g["diff"] and g["diff"] > 0)
+        lines.append("**Adopt**: it gains where it was not derived from and is worse nowhere"
+                     + ("." if sure else " (as a point estimate: no gain's interval excludes 0)."))
+    else:
+        lines.append("**Not adopted: no gain where it was not derived from**, and nothing worse. A declaration "
+                     "of a tool's documented behaviour is adopted on that (docs/detectors.md); a rule is not.")
+    return "\n".join(lines) + "\n"
+
+
+def write_adoption(out: Path, suites: Sequence[SuiteComparison], verdict: Verdict, derived_from: Sequence[str]) -> str:
+    """``adoption.csv``, ``adoption_deploy.csv``, ``adoption.md`` and ``adoption.json`` in ``out``; the markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame([r for s in suites for r in s.rows], columns=COLUMNS).to_csv(out / "adoption.csv", index=False)
+    pd.DataFrame([r for s in suites for r in s.deploy], columns=DEPLOY_COLUMNS).to_csv(out / "adoption_deploy.csv",
+                                                                                       index=False)
+    text = adoption_text(suites, verdict, derived_from)
+    (out / "adoption.md").write_text(text, encoding="utf-8")
+    (out / "adoption.json").write_text(json.dumps(verdict_json(verdict, derived_from), indent=2) + "\n", encoding="utf-8")
+    return text
+
+
+def verdict_json(verdict: Verdict, derived_from: Sequence[str]) -> dict[str, Any]:
+    return {"verdict": verdict.verdict, "adopted": verdict.adopted, "derived_from": list(derived_from),
+            "worse": verdict.worse,
+            "gains": [{k: g[k] for k in ("suite", "group", "diff", "lo", "hi")} for g in verdict.gains],
+            "held_out": [{k: g[k] for k in ("suite", "group", "diff", "lo", "hi")} for g in verdict.held_out]}

@@ -1,0 +1,158 @@
+"""``loopbench adopt``: a guard change judged on the corpora it was not derived from.
+
+The runs are real (``loopbench run`` over the shipped real-dev traces, τ-bench and ReAct);
+the semantic layer is off in both detectors so no test needs the embedding model.
+"""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from sim.cli import main
+from sim.report.adoption import (BASE, CANDIDATE, ELSEWHERE, POOLED, AdoptionError, SuiteComparison, check_derived,
+                                 compare_run, decide)
+
+NO_MODEL = ("--param", "base.semantic=false", "--param", "candidate.semantic=false")
+
+
+def adopt(tmp_path, *args, name="out"):
+    out = tmp_path / name
+    res = CliRunner().invoke(main, ["adopt", *args, "--out", str(out), "--rounds", "200", "--suites", "real-dev"],
+                             catch_exceptions=False)
+    return res, out
+
+
+def test_a_rule_taken_out_is_worse_on_the_corpus_it_came_from_and_not_adopted(tmp_path) -> None:
+    # short_answer was written from τ-bench: without it τ-bench loses, ReAct does not move
+    res, out = adopt(tmp_path, "--candidate", "progress_guard", *NO_MODEL,
+                     "--param", 'candidate.skip_rules=["short_answer"]', "--derived-from", "tau_bench_airline")
+    assert res.exit_code == 1, res.output
+    rows = pd.read_csv(out / "adoption.csv").set_index("group")
+    assert rows.loc["tau_bench_airline", "derived"] == "derived" and rows.loc["tau_bench_airline", "diff"] < 0
+    assert rows.loc["react_hotpotqa", "derived"] == "not derived" and rows.loc["react_hotpotqa", "diff"] == 0
+    # one corpus left: the pooled row over it is that corpus's own figure
+    assert rows.loc[ELSEWHERE, "diff"] == rows.loc["react_hotpotqa", "diff"]
+    assert rows.loc[ELSEWHERE, "episodes"] == rows.loc["react_hotpotqa", "episodes"]
+    verdict = json.loads((out / "adoption.json").read_text())
+    assert verdict["verdict"] == "worse" and not verdict["adopted"]
+    assert any(w.startswith("real-dev tau_bench_airline -") for w in verdict["worse"])
+    assert "**Not adopted: worse on** real-dev tau_bench_airline" in res.output
+    assert (out / "real-dev" / "episodes.csv").is_file()  # the run it came from stays
+
+
+def test_the_same_detector_twice_is_no_gain(tmp_path) -> None:
+    res, out = adopt(tmp_path, "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none")
+    assert res.exit_code == 1
+    rows = pd.read_csv(out / "adoption.csv")
+    assert (rows["diff"] == 0).all() and (rows["lo"] == 0).all() and (rows["hi"] == 0).all()
+    assert json.loads((out / "adoption.json").read_text())["verdict"] == "no gain"
+    assert "no gain where it was not derived from" in res.output
+
+
+def test_a_gain_elsewhere_with_nothing_worse_is_adopted(tmp_path) -> None:
+    # the guard over the seed's hash: ReAct gains, τ-bench is level, no successful run stopped as configured
+    res, out = adopt(tmp_path, "--base", "exact", "--candidate", "progress_guard", "--param", "candidate.semantic=false",
+                     "--derived-from", "none", "--json")
+    assert res.exit_code == 0, res.output
+    verdict = json.loads(res.output)
+    assert verdict["verdict"] == "adopt" and verdict["adopted"] and verdict["worse"] == []
+    (gain,) = verdict["gains"]
+    assert gain["suite"] == "real-dev" and gain["group"] == POOLED and gain["diff"] > 0
+    deploy = pd.read_csv(out / "adoption_deploy.csv").set_index(["action", "metric"])
+    assert deploy.loc[("configured", "successes_stopped"), "candidate_count"] == 0
+
+
+def test_a_gain_only_on_the_corpus_it_came_from_is_no_gain(tmp_path) -> None:
+    # the same comparison, declared as written from ReAct, the one corpus it gains on
+    res, out = adopt(tmp_path, "--base", "exact", "--candidate", "progress_guard", "--param", "candidate.semantic=false",
+                     "--derived-from", "react_hotpotqa")
+    assert res.exit_code == 1
+    rows = pd.read_csv(out / "adoption.csv").set_index("group")
+    assert rows.loc["react_hotpotqa", "diff"] > 0 and rows.loc[ELSEWHERE, "diff"] == 0
+    assert json.loads((out / "adoption.json").read_text())["verdict"] == "no gain"
+
+
+def test_the_pooled_row_is_the_runs_own_score(tmp_path) -> None:
+    """The comparison's pooled figure for each detector is the run's ``all`` row in metrics.csv
+    (a synthetic suite: families, no derived marks)."""
+    out = tmp_path / "quick"
+    res = CliRunner().invoke(main, ["run", "--suite", "quick", "--families", "stale,polling,healthy", "--mode", "open",
+                                    "--detectors", "base=exact,candidate=progress_guard", "--param",
+                                    "candidate.semantic=false", "--out", str(out), "--no-report", "--no-progress"],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    comp = compare_run(out, ("tau_bench_airline",), rounds=50)
+    assert not comp.real and {r["derived"] for r in comp.rows} == {""}
+    metrics = pd.read_csv(out / "metrics.csv")
+    pooled = next(r for r in comp.rows if r["group"] == POOLED)
+    for det in (BASE, CANDIDATE):
+        want = metrics[(metrics.detector == det) & (metrics.family == "all")]["score_standard"].item()
+        assert pooled[det] == pytest.approx(want, abs=1e-9)
+    assert [r["group"] for r in comp.rows] == ["healthy", "polling", "stale", POOLED]
+
+
+def test_tolerance_and_stops_decide_worse() -> None:
+    def suite(diff, stopped=(0, 0)):
+        s = SuiteComparison("real-dev", real=True, held_out=False)
+        s.rows = [{"suite": "real-dev", "group": POOLED, "derived": "", "diff": diff, "lo": diff, "hi": diff}]
+        s.deploy = [{"suite": "real-dev", "action": "configured", "metric": "successes_stopped", BASE: stopped[0] / 50,
+                     "base_count": stopped[0], "candidate_count": stopped[1], "candidate_of": 50,
+                     CANDIDATE: stopped[1] / 50}]
+        return s
+
+    assert decide([suite(-0.5)]).verdict == "worse"
+    assert decide([suite(-0.5)], tolerance=1.0).verdict == "no gain"
+    assert decide([suite(2.0)]).verdict == "adopt"
+    v = decide([suite(2.0, stopped=(0, 1))])
+    assert v.verdict == "worse" and v.worse == ["real-dev: successful runs stopped as configured 0 -> 1 of 50"]
+
+
+def test_derived_from_names_real_corpora() -> None:
+    assert check_derived(["none"]) == ()
+    assert check_derived(["magentic_one", "tau_bench_airline", "magentic_one"]) == ("magentic_one", "tau_bench_airline")
+    with pytest.raises(AdoptionError, match="unknown corpus tau_bench"):
+        check_derived(["tau_bench"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--candidate", "progress_guard", "--derived-from", "webarena"], "--derived-from: unknown corpus webarena"),
+    (["--candidate", "progress_guard", "--derived-from", "none", "--param", "guard.patience=2"],
+     "--param guard.patience=2: name base or candidate"),
+    (["--candidate", "no_such_detector", "--derived-from", "none"], "no_such_detector"),
+    (["--candidate", "progress_guard", "--derived-from", "none", "--param", "candidate.patience=-1"], "patience"),
+    (["--candidate", "progress_guard", "--derived-from", "none", "--suites", "nightly"], "nightly"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message) -> None:
+    res = CliRunner().invoke(main, ["adopt", *args, "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("loopbench: error:") and message in lines[0], res.output
+    assert "Traceback" not in res.output
+
+
+def test_an_earlier_comparison_is_not_overwritten_without_force(tmp_path) -> None:
+    res, out = adopt(tmp_path, "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none")
+    assert res.exit_code == 1
+    again = CliRunner().invoke(main, ["adopt", "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none",
+                                      "--suites", "real-dev", "--out", str(out)])
+    assert again.exit_code == 2 and "holds an earlier run" in again.output and "--force" in again.output
+    assert (out / "real-dev" / "episodes.csv").is_file()
+
+
+def test_a_suite_for_measuring_only_decides_nothing() -> None:
+    dev = SuiteComparison("real-dev", real=True, held_out=False)
+    dev.rows = [{"suite": "real-dev", "group": POOLED, "derived": "", "diff": 1.0, "lo": 0.2, "hi": 2.0}]
+    held = SuiteComparison("real-heldout-self", real=True, held_out=True)
+    held.rows = [{"suite": "real-heldout-self", "group": "tau_bench_airline", "derived": "held out", "diff": -9.0,
+                  "lo": -20.0, "hi": -1.0},
+                 {"suite": "real-heldout-self", "group": POOLED, "derived": "", "diff": -3.0, "lo": -8.0, "hi": -0.5}]
+    v = decide([dev, held])
+    assert v.verdict == "adopt" and v.worse == [] and [g["suite"] for g in v.gains] == ["real-dev"]
+    assert [r["diff"] for r in v.held_out] == [-3.0]
+    # and a gain there is no gain
+    held.rows[1]["diff"] = 5.0
+    dev.rows[0]["diff"] = 0.0
+    assert decide([dev, held]).verdict == "no gain"
