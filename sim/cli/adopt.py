@@ -104,7 +104,11 @@ def _compare(name, folder: Path, base, candidate, config_path, params, corpus, w
     if proc.returncode:
         last = next((ln for ln in reversed(proc.stderr.strip().splitlines()) if ln.strip()), f"exit {proc.returncode}")
         raise LoopbenchError(f"suite {name}: loopbench run failed: {last.removeprefix('loopbench: error: ')}")
+    from sim.tuning.loco import rule_grids
+
+    notes: list[str] = []
     try:
-        return compare_run(folder, derived_from, rounds=rounds, seed=seed)
+        return compare_run(folder, derived_from, rounds=rounds, seed=seed,
+                           rule_grids=lambda data: rule_grids(data, set(), notes))
     except AdoptionError as exc:
         raise LoopbenchError(str(exc)) from None

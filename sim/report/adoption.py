@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,7 @@ from scenarios.injected_suite import is_injected
 from scenarios.realsuite import FAMILIES, MEASURE_ONLY
 from sim.numbers import as_float
 from sim.report.analysis import load_runs, open_loop_data
-from sim.report.crossval import by_corpus, corpus_metrics
+from sim.report.crossval import Grid, by_corpus, corpus_cv, corpus_metrics, splits_by_corpus
 from sim.scoring.outcomes import load_profiles
 from sim.scoring.uncertainty import episode_totals, percentile_interval
 
@@ -50,7 +50,9 @@ ELSEWHERE = "pooled, not derived from"
 CORPORA = tuple(sorted(FAMILIES.values()))
 METRICS = ("score_standard", "recall", "early_rate", "false_alarm_rate")
 COLUMNS = ["suite", "group", "derived", "episodes", "base", "candidate", "diff", "lo", "hi",
+           "loco_base", "loco_candidate", "loco_diff", "loco_lo", "loco_hi",
            "base_recall", "candidate_recall", "base_early", "candidate_early", "base_far", "candidate_far"]
+LOCO_FIELDS = ("loco_base", "loco_candidate", "loco_diff", "loco_lo", "loco_hi")
 #: The deployer's figures compared, from each run's ``deploy.csv``: (action, metric, heading,
 #: whether more is worse).
 DEPLOY = (("halt", "successes_stopped", "successful runs stopped, halting at the first alarm", True),
@@ -103,8 +105,16 @@ def check_derived(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def compare_run(run_dir: str | Path, derived_from: Sequence[str], *, rounds: int = 1000, seed: int = 0) -> SuiteComparison:
-    """``candidate`` against ``base`` in one run folder holding both (see the module docstring)."""
+def compare_run(run_dir: str | Path, derived_from: Sequence[str], *, rounds: int = 1000, seed: int = 0,
+                rule_grids: Callable[[Any], Mapping[str, Grid]] | None = None) -> SuiteComparison:
+    """``candidate`` against ``base`` in one run folder holding both (see the module docstring).
+
+    On real traces of two corpora or more each row also gets the leave-one-corpus-out figures
+    (``loco_*``: :func:`sim.report.crossval.corpus_cv` with ``base`` the reference, so the
+    difference is paired): each threshold chosen on the other corpora and, with ``rule_grids``
+    (``sim.tuning.loco.rule_grids``, a callable of the loaded run), each corpus scored without
+    the rules its detector declares were written from it — the guard on an agent nobody read.
+    """
     data = load_runs([run_dir])
     missing = [d for d in (BASE, CANDIDATE) if d not in data.detectors]
     if missing:
@@ -140,7 +150,7 @@ def compare_run(run_dir: str | Path, derived_from: Sequence[str], *, rounds: int
         out.rows.append({"suite": suite, "group": group, "derived": derived_mark, "episodes": n,
                          "base": as_float(mb["score_standard"]), "candidate": as_float(mc["score_standard"]),
                          "diff": as_float(mc["score_standard"] - mb["score_standard"]),
-                         "lo": as_float(lo), "hi": as_float(hi),
+                         "lo": as_float(lo), "hi": as_float(hi), **dict.fromkeys(LOCO_FIELDS),
                          "base_recall": as_float(mb["recall"]), "candidate_recall": as_float(mc["recall"]),
                          "base_early": as_float(mb["early_rate"]), "candidate_early": as_float(mc["early_rate"]),
                          "base_far": as_float(mb["false_alarm_rate"]), "candidate_far": as_float(mc["false_alarm_rate"])})
@@ -158,8 +168,22 @@ def compare_run(run_dir: str | Path, derived_from: Sequence[str], *, rounds: int
             add(name, "not derived", n, tb, rtb, tc, rtc)
         else:
             add(name, "", n_all, tb, rtb, tc, rtc)
+    if real and splits_by_corpus(data):
+        _add_loco(out, data, rounds, seed, rule_grids)
     out.deploy = _deploy_rows(Path(run_dir), suite)
     return out
+
+
+def _add_loco(out: SuiteComparison, data, rounds: int, seed: int,
+              rule_grids: Callable[[Any], Mapping[str, Grid]] | None) -> None:
+    grids = dict(rule_grids(data)) if rule_grids is not None else None
+    cv = corpus_cv(data, rounds=rounds, seed=seed, reference=BASE, detectors=[BASE, CANDIDATE], grids=grids)
+    for r in out.rows:
+        b, c = cv.get(BASE, r["group"]), cv.get(CANDIDATE, r["group"])
+        if b is None or c is None:  # the pooled row over the corpora not derived from: none held out
+            continue
+        r.update(loco_base=b["heldout"], loco_candidate=c["heldout"], loco_diff=c["vs_reference"],
+                 loco_lo=c["vs_reference_lo"], loco_hi=c["vs_reference_hi"])
 
 
 def _deploy_rows(run_dir: Path, suite: str) -> list[dict[str, Any]]:
@@ -191,9 +215,11 @@ def decide(suites: Sequence[SuiteComparison], tolerance: float = 0.0) -> Verdict
             held_out += [r for r in s.rows if r["group"] == POOLED]
             continue
         for r in s.rows:
+            where = s.suite if r["group"] == POOLED else f"{s.suite} {r['group']}"
             if r["diff"] is not None and r["diff"] < -tolerance:
-                where = s.suite if r["group"] == POOLED else f"{s.suite} {r['group']}"
                 worse.append(f"{where} {r['diff']:+.1f}")
+            if r.get("loco_diff") is not None and r["loco_diff"] < -tolerance:
+                worse.append(f"{where} held out (leave-one-corpus-out) {r['loco_diff']:+.1f}")
             if s.real and (r["group"] == ELSEWHERE or (r["group"] == POOLED and not any(
                     x["derived"] == "derived" for x in s.rows))):
                 gains.append(r)
@@ -212,11 +238,12 @@ def _num(v: float | None, digits: int = 1) -> str:
     return "–" if v is None else f"{v:.{digits}f}"
 
 
-def _diff(r: dict[str, Any]) -> str:
-    if r["diff"] is None:
+def _diff(r: dict[str, Any], prefix: str = "") -> str:
+    d, lo, hi = r[prefix + "diff"], r[prefix + "lo"], r[prefix + "hi"]
+    if d is None:
         return "–"
-    excl = r["lo"] is not None and (r["lo"] > 0 or r["hi"] < 0)
-    return f"{r['diff']:+.1f} [{_num(r['lo'])}, {_num(r['hi'])}]" + (" ≠0" if excl else "")
+    excl = lo is not None and (lo > 0 or hi < 0)
+    return f"{d:+.1f} [{_num(lo)}, {_num(hi)}]" + (" ≠0" if excl else "")
 
 
 def _deploy_cell(row: dict[str, Any], det: str) -> str:
@@ -234,13 +261,20 @@ def adoption_text(suites: Sequence[SuiteComparison], verdict: Verdict, derived_f
     for s in suites:
         kind = ("real, held out as a whole: measured beside the others, it decides nothing" if s.held_out else
                 "real: each corpus derived from or not" if s.real else "synthetic")
-        lines += [f"## `{s.suite}` ({kind})", "",
-                  "| family / corpus | | episodes | base | candidate | candidate − base [95 %] | recall | early | FAR |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        loco = any(r.get("loco_diff") is not None for r in s.rows)
+        lines += [f"## `{s.suite}` ({kind})", ""]
+        if loco:
+            lines += ["Leave-one-corpus-out: each corpus scored at thresholds chosen on the others, and without the "
+                      "rules its detector declares were written from it.", ""]
+        lines += ["| family / corpus | | episodes | base | candidate | candidate − base [95 %] | "
+                  + ("leave-one-corpus-out: base → candidate, difference | " if loco else "") + "recall | early | FAR |",
+                  "|---|---|---|---|---|---|" + ("---|" if loco else "") + "---|---|---|"]
         shown = [r for r in s.rows if r["group"] in (POOLED, ELSEWHERE) or r["diff"] != 0 or s.real]
         for r in shown:
+            held = (f"{_num(r['loco_base'])} → {_num(r['loco_candidate'])}, {_diff(r, 'loco_')} | "
+                    if r.get("loco_diff") is not None else "– | ") if loco else ""
             lines.append(f"| {r['group']} | {r['derived']} | {r['episodes']} | {_num(r['base'])} | {_num(r['candidate'])} | "
-                         f"{_diff(r)} | {_num(r['base_recall'], 3)} → {_num(r['candidate_recall'], 3)} | "
+                         f"{_diff(r)} | {held}{_num(r['base_recall'], 3)} → {_num(r['candidate_recall'], 3)} | "
                          f"{_num(r['base_early'], 3)} → {_num(r['candidate_early'], 3)} | "
                          f"{_num(r['base_far'], 3)} → {_num(r['candidate_far'], 3)} |")
         hidden = len(s.rows) - len(shown)
