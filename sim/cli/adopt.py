@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from sim.cli.app import EXIT_REGRESSION, LoopbenchError, detector_specs, load_config, main, out_dir, split_list
+from sim.cli.app import EXIT_REGRESSION, EXIT_SIGINT, LoopbenchError, detector_specs, load_config, main, out_dir, split_list
 
 DEFAULT_SUITES = "real-dev,real-heldout-self,real-injected,default"
 
@@ -31,14 +31,16 @@ DEFAULT_SUITES = "real-dev,real-heldout-self,real-injected,default"
 @click.option("--param", "params", multiple=True, help="base.PARAM=VALUE or candidate.PARAM=VALUE (repeatable).")
 @click.option("--out", default=None, help="Folder for one run per suite and the comparison. [default: runs/adopt-TIMESTAMP]")
 @click.option("--force", is_flag=True, help="Replace the run folders already in --out.")
+@click.option("--resume", is_flag=True, help="Keep the runs already in --out (an interrupted comparison): each suite "
+              "folder there is finished with loopbench run --resume, the same options required; the others run.")
 @click.option("--tolerance", type=click.FloatRange(0), default=0.0, show_default=True,
               help="Points of score a family, corpus or suite may lose before it counts as worse.")
 @click.option("--rounds", type=click.IntRange(1), default=1000, show_default=True, help="Bootstrap rounds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Bootstrap seed.")
 @click.option("--workers", type=click.IntRange(0), default=None, help="Worker processes per run. [default: the run's]")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON on stdout instead of the tables.")
-def adopt_cmd(candidate, base, derived, suites, corpus, config_path, params, out, force, tolerance, rounds, seed,
-              workers, as_json) -> None:
+def adopt_cmd(candidate, base, derived, suites, corpus, config_path, params, out, force, resume, tolerance, rounds,
+              seed, workers, as_json) -> None:
     """Should a guard change be adopted? Run BASE and CANDIDATE over the suites and judge the change
     where it was not derived from: a gain on those corpora, nothing worse anywhere (scores, and
     successful runs stopped as configured). Prints every figure dev and held out side by side."""
@@ -61,15 +63,27 @@ def adopt_cmd(candidate, base, derived, suites, corpus, config_path, params, out
     detector_specs([f"base={base}", f"candidate={candidate}"], config, params)
     if corpus is not None and not Path(corpus).is_dir():
         raise LoopbenchError(f"{corpus}: no such corpus directory")
+    if resume and force:
+        raise LoopbenchError("--resume keeps the runs in --out and --force replaces them: give one")
+    if resume and not out:
+        raise LoopbenchError("--resume needs --out, the folder of the interrupted comparison")
     root = out_dir(out, "adopt")
     folders = {n: root / (Path(n).stem if n.endswith(".toml") else n) for n in names}
     taken = [str(f) for f in folders.values() if f.is_dir() and any(f.iterdir())]
-    if taken and not force:
-        raise LoopbenchError(f"{taken[0]} holds an earlier run: give another --out, or --force to replace it")
+    if taken and not (force or resume):
+        raise LoopbenchError(f"{taken[0]} holds an earlier run: give another --out, --resume to keep it, or --force "
+                             "to replace it")
     comparisons = []
-    for name, folder in folders.items():
-        comparisons.append(_compare(name, folder, base, candidate, config_path, params, corpus, workers, derived_from,
-                                    rounds, seed, quiet=as_json))
+    try:
+        for name, folder in folders.items():
+            keep = resume and str(folder) in taken
+            comparisons.append(_compare(name, folder, base, candidate, config_path, params, corpus, workers,
+                                        derived_from, rounds, seed, quiet=as_json, keep=keep))
+    except KeyboardInterrupt:
+        done = ", ".join(c.suite for c in comparisons) or "none"
+        click.echo(f"loopbench: interrupted; suites finished: {done} (their runs are in {root}); finish with the "
+                   "same command and --resume", err=True)
+        sys.exit(EXIT_SIGINT)
     verdict = decide(comparisons, tolerance)
     text = write_adoption(root, comparisons, verdict, derived_from)
     if as_json:
@@ -82,8 +96,9 @@ def adopt_cmd(candidate, base, derived, suites, corpus, config_path, params, out
 
 
 def _compare(name, folder: Path, base, candidate, config_path, params, corpus, workers, derived_from, rounds, seed,
-             quiet: bool):
-    """Run one suite with both detectors (``loopbench run``, open loop), then compare them."""
+             quiet: bool, keep: bool = False):
+    """Run one suite with both detectors (``loopbench run``, open loop; ``keep``: finish the run
+    already in ``folder`` instead), then compare them."""
     from scenarios.suites import SuiteError, load_suite
 
     from sim.report.adoption import AdoptionError, compare_run
@@ -93,13 +108,14 @@ def _compare(name, folder: Path, base, candidate, config_path, params, corpus, w
     except SuiteError as exc:
         raise LoopbenchError(str(exc)) from None
     cmd = [sys.executable, "-m", "sim.cli", "run", "--suite", name, "--mode", "open", "--out", str(folder),
-           "--detectors", f"base={base},candidate={candidate}", "--no-report", "--no-progress", "--force"]
+           "--detectors", f"base={base},candidate={candidate}", "--no-report", "--no-progress",
+           "--resume" if keep else "--force"]
     cmd += ["--corpus", corpus] if corpus is not None and suite.real else []
     cmd += ["--config", config_path] if config_path else []
     cmd += [a for p in params for a in ("--param", p)]
     cmd += ["--workers", str(workers)] if workers is not None else []
     if not quiet:
-        click.echo(f"running suite {name} -> {folder}", err=True)
+        click.echo(f"{'finishing' if keep else 'running'} suite {name} -> {folder}", err=True)
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if proc.returncode:
         last = next((ln for ln in reversed(proc.stderr.strip().splitlines()) if ln.strip()), f"exit {proc.returncode}")

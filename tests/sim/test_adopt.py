@@ -179,3 +179,22 @@ def test_a_suite_for_measuring_only_decides_nothing() -> None:
     held.rows[1]["diff"] = 5.0
     dev.rows[0]["diff"] = 0.0
     assert decide([dev, held]).verdict == "no gain"
+
+
+def test_resume_keeps_the_suites_already_run(tmp_path) -> None:
+    out = tmp_path / "o"
+    common = ["adopt", "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none", "--out", str(out),
+              "--rounds", "50"]
+    first = CliRunner().invoke(main, [*common, "--suites", "real-dev"], catch_exceptions=False)
+    assert first.exit_code == 1
+    kept = (out / "real-dev" / "manifest.json").read_bytes()
+    both = CliRunner().invoke(main, [*common, "--suites", "real-dev,quick", "--resume"], catch_exceptions=False)
+    assert both.exit_code == 1, both.output
+    assert "finishing suite real-dev" in both.output and "running suite quick" in both.output
+    assert (out / "quick" / "episodes.csv").is_file()
+    run_id = json.loads(kept)["run_id"]
+    assert json.loads((out / "real-dev" / "manifest.json").read_text())["run_id"] == run_id
+    assert set(pd.read_csv(out / "adoption.csv")["suite"]) == {"real-dev", "quick"}
+    # a different candidate in the same folder is refused, naming the suite
+    other = CliRunner().invoke(main, [*common, "--suites", "real-dev", "--resume", "--param", "candidate.patience=4"])
+    assert other.exit_code == 2 and "suite real-dev" in other.output and "another configuration" in other.output
