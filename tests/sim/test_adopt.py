@@ -198,3 +198,17 @@ def test_resume_keeps_the_suites_already_run(tmp_path) -> None:
     # a different candidate in the same folder is refused, naming the suite
     other = CliRunner().invoke(main, [*common, "--suites", "real-dev", "--resume", "--param", "candidate.patience=4"])
     assert other.exit_code == 2 and "suite real-dev" in other.output and "another configuration" in other.output
+
+
+def test_a_guard_of_your_own_from_the_working_folder(tmp_path, monkeypatch) -> None:
+    # two versions of a guard's code: the base a module beside the candidate, both imported by the runs
+    (tmp_path / "guard_main.py").write_text("from detectors.exact import ExactDetector\n\n\n"
+                                            "class Guard(ExactDetector):\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["adopt", "--base", "guard_main:Guard", "--candidate", "exact", "--derived-from", "none",
+                                    "--suites", "real-dev", "--out", "o", "--rounds", "50"], catch_exceptions=False)
+    assert res.exit_code == 1, res.output
+    rows = pd.read_csv(tmp_path / "o" / "adoption.csv")
+    assert (rows["diff"] == 0).all() and rows["base"].notna().all()
+    manifest = json.loads((tmp_path / "o" / "real-dev" / "manifest.json").read_text())
+    assert "guard_main" in json.dumps(manifest)
