@@ -87,6 +87,9 @@ class Verdict:
     worse: list[str]  # what got worse, one phrase each
     #: The pooled rows of the suites held out as a whole: shown with the verdict, not part of it.
     held_out: list[dict[str, Any]] = field(default_factory=list)
+    #: On a "no gain" whose scores are the base's everywhere: the deployment figures that moved
+    #: (the change is to when the guard stops, a trade the scores do not see).
+    halting_moved: list[str] = field(default_factory=list)
 
     @property
     def adopted(self) -> bool:
@@ -231,7 +234,20 @@ def decide(suites: Sequence[SuiteComparison], tolerance: float = 0.0) -> Verdict
         return Verdict("worse", gains, worse, held_out)
     if any(g["diff"] is not None and g["diff"] > 0 for g in gains):
         return Verdict("adopt", gains, [], held_out)
-    return Verdict("no gain", gains, [], held_out)
+    return Verdict("no gain", gains, [], held_out, _halting_moved(suites))
+
+
+def _halting_moved(suites: Sequence[SuiteComparison]) -> list[str]:
+    """The deployment figures that moved, when no score moved anywhere (else: [])."""
+    if any(r.get(k) not in (None, 0) for s in suites for r in s.rows for k in ("diff", "loco_diff")):
+        return []
+    moved = []
+    for s in suites:
+        for d in s.deploy:
+            if d[BASE] != d[CANDIDATE]:
+                heading = next(h for a, m, h, _ in DEPLOY if (a, m) == (d["action"], d["metric"]))
+                moved.append(f"`{s.suite}` {heading} {_deploy_cell(d, BASE)} → {_deploy_cell(d, CANDIDATE)}")
+    return moved
 
 
 def _num(v: float | None, digits: int = 1) -> str:
@@ -305,6 +321,11 @@ def adoption_text(suites: Sequence[SuiteComparison], verdict: Verdict, derived_f
         sure = all(g["lo"] is not None and g["lo"] > 0 for g in verdict.gains if g["diff"] and g["diff"] > 0)
         lines.append("**Adopt**: it gains where it was not derived from and is worse nowhere"
                      + ("." if sure else " (as a point estimate: no gain's interval excludes 0)."))
+    elif verdict.halting_moved:
+        lines.append("**Not adopted: no score moves anywhere; what moves is when the guard stops**: "
+                     + "; ".join(verdict.halting_moved) + ". That is a trade between successful runs stopped and "
+                     "failed-run calls saved, which no score weighs: `loopbench tune --objective deploy` picks when "
+                     "to halt under a cap on successful runs stopped (docs/tuning.md).")
     else:
         lines.append("**Not adopted: no gain where it was not derived from**, and nothing worse. A declaration "
                      "of a tool's documented behaviour is adopted on that (docs/detectors.md); a rule is not.")
@@ -327,4 +348,5 @@ def verdict_json(verdict: Verdict, derived_from: Sequence[str]) -> dict[str, Any
     return {"verdict": verdict.verdict, "adopted": verdict.adopted, "derived_from": list(derived_from),
             "worse": verdict.worse,
             "gains": [{k: g[k] for k in ("suite", "group", "diff", "lo", "hi")} for g in verdict.gains],
-            "held_out": [{k: g[k] for k in ("suite", "group", "diff", "lo", "hi")} for g in verdict.held_out]}
+            "held_out": [{k: g[k] for k in ("suite", "group", "diff", "lo", "hi")} for g in verdict.held_out],
+            "halting_moved": verdict.halting_moved}

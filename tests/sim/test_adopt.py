@@ -212,3 +212,21 @@ def test_a_guard_of_your_own_from_the_working_folder(tmp_path, monkeypatch) -> N
     assert (rows["diff"] == 0).all() and rows["base"].notna().all()
     manifest = json.loads((tmp_path / "o" / "real-dev" / "manifest.json").read_text())
     assert "guard_main" in json.dumps(manifest)
+
+
+def test_a_change_to_when_the_guard_stops_is_named_a_trade(tmp_path) -> None:
+    # stop_after=2: the first alarm never moves (no score does), the stops after it do
+    res, out = adopt(tmp_path, "--candidate", "progress_guard", *NO_MODEL, "--param", "candidate.stop_after=2",
+                     "--derived-from", "none")
+    assert res.exit_code == 1
+    rows = pd.read_csv(out / "adoption.csv")
+    assert (rows["diff"] == 0).all()
+    verdict = json.loads((out / "adoption.json").read_text())
+    assert verdict["verdict"] == "no gain"
+    assert any("failed-run calls saved, as configured" in m for m in verdict["halting_moved"]), verdict
+    assert "what moves is when the guard stops" in res.output and "tune --objective deploy" in res.output
+
+
+def test_the_same_detector_twice_moves_nothing_when_it_stops(tmp_path) -> None:
+    res, out = adopt(tmp_path, "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none")
+    assert json.loads((out / "adoption.json").read_text())["halting_moved"] == []
