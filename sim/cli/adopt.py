@@ -6,15 +6,21 @@ Exit codes: 0 adopt, 1 not adopted (no gain where it was not derived from, or wo
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import click
 
-from sim.cli.app import EXIT_REGRESSION, EXIT_SIGINT, LoopbenchError, detector_specs, load_config, main, out_dir, split_list
+from sim.cli.app import (EXIT_REGRESSION, EXIT_SIGINT, EXIT_SKIPPED, EXIT_SIGTERM, LoopbenchError, Terminated, detector_specs,
+                         interruptible, load_config, main, out_dir, split_list)
 
 DEFAULT_SUITES = "real-dev,real-heldout-self,real-injected,default"
+_SHOWN_WARNINGS = 10
+#: What ``loopbench run`` prints on stderr about its progress, not to pass on.
+_PROGRESS = re.compile(r"^(generated \d+ episodes|loaded \d+|ran \d+ detector tasks|wrote the run folder|"
+                       r"resuming|encoding|finished)", re.I)
 
 
 @main.command("adopt")
@@ -67,27 +73,35 @@ def adopt_cmd(candidate, base, derived, suites, corpus, config_path, params, out
         raise LoopbenchError("--resume keeps the runs in --out and --force replaces them: give one")
     if resume and not out:
         raise LoopbenchError("--resume needs --out, the folder of the interrupted comparison")
+    real = {n: _suite(n).real for n in names}  # every suite checked before the first one runs
     root = out_dir(out, "adopt")
+    if root.exists() and not root.is_dir():
+        raise LoopbenchError(f"--out {root}: not a folder")
     folders = {n: root / (Path(n).stem if n.endswith(".toml") else n) for n in names}
     taken = [str(f) for f in folders.values() if f.is_dir() and any(f.iterdir())]
+    if (root / "adoption.json").is_file():
+        taken.insert(0, str(root))
     if taken and not (force or resume):
-        raise LoopbenchError(f"{taken[0]} holds an earlier run: give another --out, --resume to keep it, or --force "
-                             "to replace it")
+        raise LoopbenchError(f"{taken[0]} holds an earlier {'comparison' if taken[0] == str(root) else 'run'}: give "
+                             "another --out, --resume to keep it, or --force to replace it")
+    compared = {"base": base, "candidate": candidate, "parameters": list(params), "config": config_path or "none",
+                "suites": names, "corpus": corpus or "none", "tolerance": tolerance}
     comparisons = []
     try:
-        for name, folder in folders.items():
-            keep = resume and str(folder) in taken
-            comparisons.append(_compare(name, folder, base, candidate, config_path, params, corpus, workers,
-                                        derived_from, rounds, seed, quiet=as_json, keep=keep))
-    except KeyboardInterrupt:
+        with interruptible():
+            for name, folder in folders.items():
+                keep = resume and str(folder) in taken
+                comparisons.append(_compare(name, real[name], folder, base, candidate, config_path, params, corpus,
+                                            workers, derived_from, rounds, seed, quiet=as_json, keep=keep))
+    except KeyboardInterrupt as exc:
         done = ", ".join(c.suite for c in comparisons) or "none"
         click.echo(f"loopbench: interrupted; suites finished: {done} (their runs are in {root}); finish with the "
                    "same command and --resume", err=True)
-        sys.exit(EXIT_SIGINT)
+        sys.exit(EXIT_SIGTERM if isinstance(exc, Terminated) else EXIT_SIGINT)
     verdict = decide(comparisons, tolerance)
-    text = write_adoption(root, comparisons, verdict, derived_from)
+    text = write_adoption(root, comparisons, verdict, derived_from, compared)
     if as_json:
-        click.echo(json.dumps(verdict_json(verdict, derived_from), indent=2))
+        click.echo(json.dumps(verdict_json(verdict, derived_from, compared), indent=2))
     else:
         click.echo(text, nl=False)
         click.echo(f"\nWritten: {root / 'adoption.md'}, adoption.csv, adoption_deploy.csv, adoption.json")
@@ -95,31 +109,42 @@ def adopt_cmd(candidate, base, derived, suites, corpus, config_path, params, out
         sys.exit(EXIT_REGRESSION)
 
 
-def _compare(name, folder: Path, base, candidate, config_path, params, corpus, workers, derived_from, rounds, seed,
-             quiet: bool, keep: bool = False):
-    """Run one suite with both detectors (``loopbench run``, open loop; ``keep``: finish the run
-    already in ``folder`` instead), then compare them."""
+def _suite(name: str):
     from scenarios.suites import SuiteError, load_suite
 
+    try:
+        return load_suite(name)
+    except SuiteError as exc:
+        raise LoopbenchError(f"--suites: {exc}") from None
+
+
+def _compare(name, real: bool, folder: Path, base, candidate, config_path, params, corpus, workers, derived_from,
+             rounds, seed, quiet: bool, keep: bool = False):
+    """Run one suite with both detectors (``loopbench run``, open loop; ``keep``: finish the run
+    already in ``folder`` instead), then compare them. The run's warnings (labels it could not
+    use, records it skipped) are passed on to stderr."""
     from sim.report.adoption import AdoptionError, compare_run
 
-    try:
-        suite = load_suite(name)
-    except SuiteError as exc:
-        raise LoopbenchError(str(exc)) from None
     cmd = [sys.executable, "-m", "sim.cli", "run", "--suite", name, "--mode", "open", "--out", str(folder),
            "--detectors", f"base={base},candidate={candidate}", "--no-report", "--no-progress",
            "--resume" if keep else "--force"]
-    cmd += ["--corpus", corpus] if corpus is not None and suite.real else []
+    cmd += ["--corpus", corpus] if corpus is not None and real else []
     cmd += ["--config", config_path] if config_path else []
     cmd += [a for p in params for a in ("--param", p)]
     cmd += ["--workers", str(workers)] if workers is not None else []
     if not quiet:
         click.echo(f"{'finishing' if keep else 'running'} suite {name} -> {folder}", err=True)
     proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if proc.returncode:
+    if proc.returncode in (EXIT_SIGINT, EXIT_SIGTERM):
+        raise Terminated() if proc.returncode == EXIT_SIGTERM else KeyboardInterrupt()
+    if proc.returncode and proc.returncode != EXIT_SKIPPED:
         last = next((ln for ln in reversed(proc.stderr.strip().splitlines()) if ln.strip()), f"exit {proc.returncode}")
         raise LoopbenchError(f"suite {name}: loopbench run failed: {last.removeprefix('loopbench: error: ')}")
+    warnings = [ln for ln in proc.stderr.splitlines() if ln.strip() and not _PROGRESS.match(ln)]
+    if warnings:
+        more = f"\n  ... and {len(warnings) - _SHOWN_WARNINGS} more like these" if len(warnings) > _SHOWN_WARNINGS else ""
+        click.echo(f"suite {name}: loopbench run said:\n" + "\n".join(f"  {ln}" for ln in warnings[:_SHOWN_WARNINGS])
+                   + more, err=True)
     from sim.tuning.loco import rule_grids
 
     notes: list[str] = []

@@ -17,8 +17,9 @@ dev half, tuned on like the first.
 
 The verdict is ``adopt`` (a gain elsewhere, nothing worse), ``no gain`` (nothing worse, no
 gain where it was not derived from: what a declaration of a tool's documented behaviour may
-still be adopted on, docs/detectors.md) or ``worse`` (something got worse: the table says
-where). Every figure is printed dev and held out side by side — each suite's corpora marked
+still be adopted on, docs/detectors.md), ``worse`` (something got worse, or the candidate raised
+where the base did not: the table says where) or ``undecided`` (no real dev suite measured it
+where it was not derived from). Every figure is printed dev and held out side by side — each suite's corpora marked
 as derived from or not — with the deployer's figures beside the scores.
 
 The intervals are the report's stratified cluster bootstrap (episodes resampled within each
@@ -78,6 +79,8 @@ class SuiteComparison:
     held_out: bool
     rows: list[dict[str, Any]] = field(default_factory=list)
     deploy: list[dict[str, Any]] = field(default_factory=list)
+    #: Detector -> episodes where it raised (``episodes.csv``'s error column): scored as never firing.
+    errors: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,8 +146,14 @@ def compare_run(run_dir: str | Path, derived_from: Sequence[str], *, rounds: int
             keep = np.asarray([not d for d in derived])
             pools.append((ELSEWHERE, point[keep].sum(axis=0), per_round[:, keep].sum(axis=1)))
         totals[det] = (point, per_round, pools)
-    sizes = {g: len(ix) for g, ix in ol.boot.groups.items()}
+    # Episodes scored (a trace without a usable label counts nowhere), per group.
+    o = data.outcomes
+    scored = o[(o["detector"] == BASE) & (o["outcome"].astype(str) != "unlabelled")]
+    sizes = {g: int(scored[scored["family"].astype(str) == g]["episode"].nunique()) for g in groups}
     out = SuiteComparison(suite, real, held_out)
+    for det in (BASE, CANDIDATE):
+        errs = o[(o["detector"] == det) & o["error"].notna() & (o["error"].astype(str) != "")]
+        out.errors[det] = int(errs["episode"].nunique())
 
     def add(group: str, derived_mark: str, n: int, tb, rb, tc, rc) -> None:
         mb, mc = corpus_metrics(tb, profiles), corpus_metrics(tc, profiles)
@@ -214,15 +223,18 @@ def decide(suites: Sequence[SuiteComparison], tolerance: float = 0.0) -> Verdict
     counts as worse (0: any loss on these traces)."""
     gains, worse, held_out = [], [], []
     for s in suites:
+        if s.errors.get(CANDIDATE, 0) > s.errors.get(BASE, 0):
+            worse.append(f"{s.suite}: the candidate raised in {s.errors[CANDIDATE]} episodes "
+                         f"(the base in {s.errors.get(BASE, 0)}; episodes.csv's error column)")
         if s.held_out:
             held_out += [r for r in s.rows if r["group"] == POOLED]
             continue
         for r in s.rows:
             where = s.suite if r["group"] == POOLED else f"{s.suite} {r['group']}"
             if r["diff"] is not None and r["diff"] < -tolerance:
-                worse.append(f"{where} {r['diff']:+.1f}")
+                worse.append(f"{where} {_points(r['diff'])}")
             if r.get("loco_diff") is not None and r["loco_diff"] < -tolerance:
-                worse.append(f"{where} held out (leave-one-corpus-out) {r['loco_diff']:+.1f}")
+                worse.append(f"{where} held out (leave-one-corpus-out) {_points(r['loco_diff'])}")
             if s.real and (r["group"] == ELSEWHERE or (r["group"] == POOLED and not any(
                     x["derived"] == "derived" for x in s.rows))):
                 gains.append(r)
@@ -232,6 +244,8 @@ def decide(suites: Sequence[SuiteComparison], tolerance: float = 0.0) -> Verdict
                              f"{d['candidate_count']} of {d['candidate_of']}")
     if worse:
         return Verdict("worse", gains, worse, held_out)
+    if not gains:  # no real dev suite, or every corpus run was one the change came from
+        return Verdict("undecided", gains, [], held_out)
     if any(g["diff"] is not None and g["diff"] > 0 for g in gains):
         return Verdict("adopt", gains, [], held_out)
     return Verdict("no gain", gains, [], held_out, _halting_moved(suites))
@@ -248,6 +262,11 @@ def _halting_moved(suites: Sequence[SuiteComparison]) -> list[str]:
                 heading = next(h for a, m, h, _ in DEPLOY if (a, m) == (d["action"], d["metric"]))
                 moved.append(f"`{s.suite}` {heading} {_deploy_cell(d, BASE)} → {_deploy_cell(d, CANDIDATE)}")
     return moved
+
+
+def _points(d: float) -> str:
+    """A score difference, with the digits that show it is not 0."""
+    return f"{d:+.1f}" if abs(d) >= 0.05 else f"{d:+.2g}"
 
 
 def _num(v: float | None, digits: int = 1) -> str:
@@ -270,10 +289,16 @@ def _deploy_cell(row: dict[str, Any], det: str) -> str:
     return f"{100 * row[det]:.1f} %"
 
 
-def adoption_text(suites: Sequence[SuiteComparison], verdict: Verdict, derived_from: Sequence[str]) -> str:
-    """The comparison as markdown: per suite its groups (dev and held out side by side), the
-    deployer's figures, then the verdict."""
+def adoption_text(suites: Sequence[SuiteComparison], verdict: Verdict, derived_from: Sequence[str],
+                  compared: Mapping[str, Any] | None = None) -> str:
+    """The comparison as markdown: what was compared, per suite its groups (dev and held out side
+    by side), the deployer's figures, then the verdict."""
     lines = [f"# Adopt `candidate` over `base`? (derived from: {', '.join(derived_from) or 'none'})", ""]
+    for key, value in (compared or {}).items():
+        lines.append(f"- {key}: `{value}`" if not isinstance(value, (list, tuple)) else
+                     f"- {key}: " + (", ".join(f"`{v}`" for v in value) or "none"))
+    if compared:
+        lines.append("")
     for s in suites:
         kind = ("real, held out as a whole: measured beside the others, it decides nothing" if s.held_out else
                 "real: each corpus derived from or not" if s.real else "synthetic")
@@ -293,6 +318,9 @@ def adoption_text(suites: Sequence[SuiteComparison], verdict: Verdict, derived_f
                          f"{_diff(r)} | {held}{_num(r['base_recall'], 3)} → {_num(r['candidate_recall'], 3)} | "
                          f"{_num(r['base_early'], 3)} → {_num(r['candidate_early'], 3)} | "
                          f"{_num(r['base_far'], 3)} → {_num(r['candidate_far'], 3)} |")
+        if any(s.errors.values()):
+            lines.append(f"\nRaised in episodes (scored as never firing there): base {s.errors.get(BASE, 0)}, "
+                         f"candidate {s.errors.get(CANDIDATE, 0)}.")
         hidden = len(s.rows) - len(shown)
         if hidden:
             lines.append(f"\n{hidden} families unchanged (difference 0) are not shown; adoption.csv has every row.")
@@ -317,10 +345,17 @@ def adoption_text(suites: Sequence[SuiteComparison], verdict: Verdict, derived_f
     lines.append("")
     if verdict.verdict == "worse":
         lines.append("**Not adopted: worse on** " + "; ".join(verdict.worse) + ".")
+    elif verdict.verdict == "undecided":
+        lines.append("**Not adopted: nothing decides.** No real dev suite (`real-dev`, `real-injected`, a replay of "
+                     "your traces) measured it on a corpus it was not derived from; `real-heldout-self` is for "
+                     "measuring only. Add one to --suites.")
     elif verdict.verdict == "adopt":
-        sure = all(g["lo"] is not None and g["lo"] > 0 for g in verdict.gains if g["diff"] and g["diff"] > 0)
-        lines.append("**Adopt**: it gains where it was not derived from and is worse nowhere"
-                     + ("." if sure else " (as a point estimate: no gain's interval excludes 0)."))
+        positive = [g for g in verdict.gains if g["diff"] is not None and g["diff"] > 0]
+        sure = sum(1 for g in positive if g["lo"] is not None and g["lo"] > 0)
+        lines.append("**Adopt**: it gains where it was not derived from, and no suite the verdict reads (all but "
+                     "`real-heldout-self`) is worse by more than the tolerance, as run or held out"
+                     + ("." if sure == len(positive) else
+                        " (as a point estimate: " + ("no" if sure == 0 else "not every") + " gain's interval excludes 0)."))
     elif verdict.halting_moved:
         lines.append("**Not adopted: no score moves anywhere; what moves is when the guard stops**: "
                      + "; ".join(verdict.halting_moved) + ". That is a trade between successful runs stopped and "
@@ -332,20 +367,24 @@ def adoption_text(suites: Sequence[SuiteComparison], verdict: Verdict, derived_f
     return "\n".join(lines) + "\n"
 
 
-def write_adoption(out: Path, suites: Sequence[SuiteComparison], verdict: Verdict, derived_from: Sequence[str]) -> str:
-    """``adoption.csv``, ``adoption_deploy.csv``, ``adoption.md`` and ``adoption.json`` in ``out``; the markdown."""
+def write_adoption(out: Path, suites: Sequence[SuiteComparison], verdict: Verdict, derived_from: Sequence[str],
+                   compared: Mapping[str, Any] | None = None) -> str:
+    """``adoption.csv``, ``adoption_deploy.csv``, ``adoption.md`` and ``adoption.json`` in ``out``
+    (``compared``: what was compared, e.g. the two specs and their parameters); the markdown."""
     out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame([r for s in suites for r in s.rows], columns=COLUMNS).to_csv(out / "adoption.csv", index=False)
     pd.DataFrame([r for s in suites for r in s.deploy], columns=DEPLOY_COLUMNS).to_csv(out / "adoption_deploy.csv",
                                                                                        index=False)
-    text = adoption_text(suites, verdict, derived_from)
+    text = adoption_text(suites, verdict, derived_from, compared)
     (out / "adoption.md").write_text(text, encoding="utf-8")
-    (out / "adoption.json").write_text(json.dumps(verdict_json(verdict, derived_from), indent=2) + "\n", encoding="utf-8")
+    (out / "adoption.json").write_text(json.dumps(verdict_json(verdict, derived_from, compared), indent=2) + "\n",
+                                       encoding="utf-8")
     return text
 
 
-def verdict_json(verdict: Verdict, derived_from: Sequence[str]) -> dict[str, Any]:
+def verdict_json(verdict: Verdict, derived_from: Sequence[str], compared: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return {"verdict": verdict.verdict, "adopted": verdict.adopted, "derived_from": list(derived_from),
+            "compared": dict(compared or {}),
             "worse": verdict.worse,
             "gains": [{k: g[k] for k in ("suite", "group", "diff", "lo", "hi")} for g in verdict.gains],
             "held_out": [{k: g[k] for k in ("suite", "group", "diff", "lo", "hi")} for g in verdict.held_out],

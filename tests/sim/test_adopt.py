@@ -161,7 +161,7 @@ def test_an_earlier_comparison_is_not_overwritten_without_force(tmp_path) -> Non
     assert res.exit_code == 1
     again = CliRunner().invoke(main, ["adopt", "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none",
                                       "--suites", "real-dev", "--out", str(out)])
-    assert again.exit_code == 2 and "holds an earlier run" in again.output and "--force" in again.output
+    assert again.exit_code == 2 and "holds an earlier comparison" in again.output and "--force" in again.output
     assert (out / "real-dev" / "episodes.csv").is_file()
 
 
@@ -230,3 +230,64 @@ def test_a_change_to_when_the_guard_stops_is_named_a_trade(tmp_path) -> None:
 def test_the_same_detector_twice_moves_nothing_when_it_stops(tmp_path) -> None:
     res, out = adopt(tmp_path, "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none")
     assert json.loads((out / "adoption.json").read_text())["halting_moved"] == []
+
+
+def test_every_suite_is_checked_before_the_first_runs(tmp_path) -> None:
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["adopt", "--candidate", "progress_guard", "--derived-from", "none",
+                                    "--suites", "real-dev,nightly", "--out", str(out)])
+    assert res.exit_code == 2 and "--suites: unknown suite 'nightly'" in res.output
+    assert not (out / "real-dev").exists()
+
+
+def test_an_earlier_comparison_is_refused_even_for_other_suites(tmp_path) -> None:
+    res, out = adopt(tmp_path, "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none")
+    again = CliRunner().invoke(main, ["adopt", "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none",
+                                      "--suites", "quick", "--out", str(out)])
+    assert again.exit_code == 2 and "holds an earlier comparison" in again.output
+    assert set(pd.read_csv(out / "adoption.csv")["suite"]) == {"real-dev"}
+
+
+def test_what_was_compared_is_recorded(tmp_path) -> None:
+    res, out = adopt(tmp_path, "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none",
+                     "--tolerance", "0.5")
+    compared = json.loads((out / "adoption.json").read_text())["compared"]
+    assert compared["base"] == "progress_guard" and compared["suites"] == ["real-dev"]
+    assert compared["parameters"] == list(NO_MODEL[1::2]) and compared["tolerance"] == 0.5
+    assert "- candidate: `progress_guard`" in (out / "adoption.md").read_text()
+
+
+def test_held_out_alone_decides_nothing(tmp_path) -> None:
+    out = tmp_path / "o"
+    res = CliRunner().invoke(main, ["adopt", "--candidate", "progress_guard", *NO_MODEL,
+                                    "--param", 'candidate.skip_rules=["short_answer"]', "--derived-from", "none",
+                                    "--suites", "real-heldout-self", "--out", str(out), "--rounds", "50"],
+                             catch_exceptions=False)
+    assert res.exit_code == 1
+    assert json.loads((out / "adoption.json").read_text())["verdict"] == "undecided"
+    assert "nothing decides" in res.output
+
+
+def test_a_candidate_that_raises_is_worse_and_says_so(tmp_path, monkeypatch) -> None:
+    (tmp_path / "broken_guard.py").write_text(
+        "from detectors.exact import ExactDetector\n\n\n"
+        "class Broken(ExactDetector):\n"
+        "    def check(self, state, call):\n"
+        "        raise RuntimeError('boom')\n")
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(main, ["adopt", "--base", "exact", "--candidate", "broken_guard:Broken", "--derived-from",
+                                    "none", "--suites", "real-dev", "--out", "o", "--rounds", "50"], catch_exceptions=False)
+    assert res.exit_code == 1
+    worse = json.loads((tmp_path / "o" / "adoption.json").read_text())["worse"]
+    assert any(w.startswith("real-dev: the candidate raised in ") for w in worse), worse
+    assert "Raised in episodes" in res.output
+
+
+def test_the_runs_warnings_are_passed_on(tmp_path) -> None:
+    empty = tmp_path / "corpus"
+    empty.mkdir()
+    res = CliRunner().invoke(main, ["adopt", "--candidate", "progress_guard", *NO_MODEL, "--derived-from", "none",
+                                    "--suites", "real-dev", "--corpus", str(empty), "--out", str(tmp_path / "o"),
+                                    "--rounds", "50"], catch_exceptions=False)
+    assert res.exit_code == 1
+    assert "suite real-dev: loopbench run said:" in res.output and "label not used" in res.output
