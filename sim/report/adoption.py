@@ -27,7 +27,6 @@ family or corpus), so a difference is exactly 0 where the two detectors agree on
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -37,6 +36,8 @@ import pandas as pd
 
 from scenarios.injected_suite import is_injected
 from scenarios.realsuite import FAMILIES, MEASURE_ONLY
+from scenarios.files import atomic_write
+from sim.files import write_csv, write_json
 from sim.numbers import as_float
 from sim.report.analysis import load_runs, open_loop_data
 from sim.report.crossval import Grid, by_corpus, corpus_cv, corpus_metrics, splits_by_corpus
@@ -372,13 +373,11 @@ def write_adoption(out: Path, suites: Sequence[SuiteComparison], verdict: Verdic
     """``adoption.csv``, ``adoption_deploy.csv``, ``adoption.md`` and ``adoption.json`` in ``out``
     (``compared``: what was compared, e.g. the two specs and their parameters); the markdown."""
     out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([r for s in suites for r in s.rows], columns=COLUMNS).to_csv(out / "adoption.csv", index=False)
-    pd.DataFrame([r for s in suites for r in s.deploy], columns=DEPLOY_COLUMNS).to_csv(out / "adoption_deploy.csv",
-                                                                                       index=False)
+    write_csv(out / "adoption.csv", [r for s in suites for r in s.rows], COLUMNS)
+    write_csv(out / "adoption_deploy.csv", [r for s in suites for r in s.deploy], DEPLOY_COLUMNS)
     text = adoption_text(suites, verdict, derived_from, compared)
-    (out / "adoption.md").write_text(text, encoding="utf-8")
-    (out / "adoption.json").write_text(json.dumps(verdict_json(verdict, derived_from, compared), indent=2) + "\n",
-                                       encoding="utf-8")
+    atomic_write(out / "adoption.md", text)
+    write_json(out / "adoption.json", verdict_json(verdict, derived_from, compared))
     return text
 
 
