@@ -40,7 +40,9 @@ from scenarios.files import atomic_write
 from sim.files import write_csv, write_json
 from sim.numbers import as_float
 from sim.report.analysis import load_runs, open_loop_data
-from sim.report.crossval import Grid, by_corpus, corpus_cv, corpus_metrics, splits_by_corpus
+from sim.config.spec import DetectorSpec
+from sim.report.crossval import POOLED as CV_POOLED, Grid, by_corpus, corpus_cv, corpus_metrics, splits_by_corpus
+from sim.report.cv_deploy import heldout_deploy
 from sim.scoring.outcomes import load_profiles
 from sim.scoring.uncertainty import episode_totals, percentile_interval
 
@@ -63,7 +65,10 @@ DEPLOY = (("halt", "successes_stopped", "successful runs stopped, halting at the
           ("configured", "failed_calls_saved", "failed-run calls saved, as configured", False),
           ("nudge", "nudges_per_100_clean", "nudges per 100 clean calls", True))
 DEPLOY_COLUMNS = ["suite", "action", "metric", "base", "base_count", "base_of", "candidate", "candidate_count",
-                  "candidate_of"]
+                  "candidate_of", "loco_base", "loco_base_count", "loco_base_of", "loco_candidate",
+                  "loco_candidate_count", "loco_candidate_of"]
+#: The deployment side of a row held out (leave-one-corpus-out), from :func:`heldout_deploy`.
+LOCO_DEPLOY_FIELDS = DEPLOY_COLUMNS[9:]
 
 
 class AdoptionError(ValueError):
@@ -181,9 +186,9 @@ def compare_run(run_dir: str | Path, derived_from: Sequence[str], *, rounds: int
             add(name, "not derived", n, tb, rtb, tc, rtc)
         else:
             add(name, "", n_all, tb, rtb, tc, rtc)
+    out.deploy = _deploy_rows(Path(run_dir), suite)
     if real and splits_by_corpus(data):
         _add_loco(out, data, rounds, seed, rule_grids)
-    out.deploy = _deploy_rows(Path(run_dir), suite)
     return out
 
 
@@ -197,6 +202,16 @@ def _add_loco(out: SuiteComparison, data, rounds: int, seed: int,
             continue
         r.update(loco_base=b["heldout"], loco_candidate=c["heldout"], loco_diff=c["vs_reference"],
                  loco_lo=c["vs_reference_lo"], loco_hi=c["vs_reference_hi"])
+    # The deployment figures held out: each corpus's alarms at its held-out threshold, without its rules.
+    held, _ = heldout_deploy(data, cv, grids, lambda d: DetectorSpec(d, *data.specs[d]).build(), rounds=rounds, seed=seed,
+                             detectors=[BASE, CANDIDATE])
+    pooled = {(h["detector"], h["action"], h["metric"]): h for h in held if h["corpus"] == CV_POOLED}
+    for d in out.deploy:
+        for det in (BASE, CANDIDATE):
+            h = pooled.get((det, d["action"], d["metric"]))
+            if h is not None and h["heldout"] is not None:
+                d.update({f"loco_{det}": h["heldout"], f"loco_{det}_count": h["heldout_count"],
+                          f"loco_{det}_of": h["heldout_of"]})
 
 
 def _deploy_rows(run_dir: Path, suite: str) -> list[dict[str, Any]]:
@@ -209,7 +224,7 @@ def _deploy_rows(run_dir: Path, suite: str) -> list[dict[str, Any]]:
         got = {det: d[(d["detector"] == det) & (d["action"] == action) & (d["metric"] == metric)] for det in (BASE, CANDIDATE)}
         if any(g.empty or pd.isna(g["value"].iloc[0]) for g in got.values()):
             continue
-        row: dict[str, Any] = {"suite": suite, "action": action, "metric": metric}
+        row: dict[str, Any] = {"suite": suite, "action": action, "metric": metric, **dict.fromkeys(LOCO_DEPLOY_FIELDS)}
         for det, g in got.items():
             r = g.iloc[0]
             row[det] = float(r["value"])
@@ -240,9 +255,14 @@ def decide(suites: Sequence[SuiteComparison], tolerance: float = 0.0) -> Verdict
                     x["derived"] == "derived" for x in s.rows))):
                 gains.append(r)
         for d in s.deploy:
-            if d["metric"] == "successes_stopped" and d["action"] == "configured" and d[CANDIDATE] > d[BASE]:
+            if d["metric"] != "successes_stopped" or d["action"] != "configured":
+                continue
+            if d[CANDIDATE] > d[BASE]:
                 worse.append(f"{s.suite}: successful runs stopped as configured {d['base_count']} -> "
                              f"{d['candidate_count']} of {d['candidate_of']}")
+            if d.get("loco_candidate") is not None and d.get("loco_base") is not None and d["loco_candidate"] > d["loco_base"]:
+                worse.append(f"{s.suite}: successful runs stopped as configured, held out (leave-one-corpus-out) "
+                             f"{d['loco_base_count']} -> {d['loco_candidate_count']} of {d['loco_candidate_of']}")
     if worse:
         return Verdict("worse", gains, worse, held_out)
     if not gains:  # no real dev suite, or every corpus run was one the change came from
@@ -283,6 +303,9 @@ def _diff(r: dict[str, Any], prefix: str = "") -> str:
 
 
 def _deploy_cell(row: dict[str, Any], det: str) -> str:
+    """``det``: ``base`` or ``candidate``, or either with ``loco_`` before it (held out)."""
+    if row.get(det) is None:
+        return "–"
     if row["metric"] == "nudges_per_100_clean":
         return f"{row[det]:.2f}"
     if row["metric"] == "successes_stopped":
@@ -326,10 +349,15 @@ def adoption_text(suites: Sequence[SuiteComparison], verdict: Verdict, derived_f
         if hidden:
             lines.append(f"\n{hidden} families unchanged (difference 0) are not shown; adoption.csv has every row.")
         if s.deploy:
-            lines += ["", "| in a deployer's terms | base | candidate |", "|---|---|---|"]
+            held = any(d.get("loco_base") is not None for d in s.deploy)
+            lines += ["", "| in a deployer's terms | base | candidate |"
+                      + (" base, leave-one-corpus-out | candidate, leave-one-corpus-out |" if held else ""),
+                      "|---|---|---|" + ("---|---|" if held else "")]
             for d in s.deploy:
                 heading = next(h for a, m, h, _ in DEPLOY if (a, m) == (d["action"], d["metric"]))
-                lines.append(f"| {heading} | {_deploy_cell(d, BASE)} | {_deploy_cell(d, CANDIDATE)} |")
+                lines.append(f"| {heading} | {_deploy_cell(d, BASE)} | {_deploy_cell(d, CANDIDATE)} |"
+                             + (f" {_deploy_cell(d, 'loco_' + BASE)} | {_deploy_cell(d, 'loco_' + CANDIDATE)} |"
+                                if held else ""))
         lines.append("")
     lines.append("## Verdict")
     lines.append("")

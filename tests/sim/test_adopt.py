@@ -291,3 +291,23 @@ def test_the_runs_warnings_are_passed_on(tmp_path) -> None:
                                     "--rounds", "50"], catch_exceptions=False)
     assert res.exit_code == 1
     assert "suite real-dev: loopbench run said:" in res.output and "label not used" in res.output
+
+
+def test_the_deployers_figures_held_out_are_the_reports(tmp_path) -> None:
+    """The held-out deployment cells equal ``loopbench report --cv corpus``'s cv_deploy.csv."""
+    res, out = adopt(tmp_path, "--base", "exact", "--candidate", "progress_guard", "--param", "candidate.semantic=false",
+                     "--derived-from", "none")
+    assert res.exit_code == 1
+    mine = pd.read_csv(out / "adoption_deploy.csv").set_index(["action", "metric"])
+    rep = CliRunner().invoke(main, ["report", str(out / "real-dev"), "--cv", "corpus", "--rounds", "50",
+                                    "--out", str(tmp_path / "rep")], catch_exceptions=False)
+    assert rep.exit_code == 0, rep.output
+    cv = pd.read_csv(tmp_path / "rep" / "cv_deploy.csv")
+    cv = cv[cv.corpus == "pooled"].set_index(["detector", "action", "metric"])
+    for action, metric in [("halt", "successes_stopped"), ("configured", "successes_stopped"),
+                           ("halt", "failed_calls_saved"), ("configured", "failed_calls_saved")]:
+        for det in ("base", "candidate"):
+            want = cv.loc[(det, action, metric), "heldout"]
+            assert mine.loc[(action, metric), f"loco_{det}"] == pytest.approx(want, abs=1e-6), (det, action, metric)
+    assert "| in a deployer's terms | base | candidate | base, leave-one-corpus-out | candidate, leave-one-corpus-out |" \
+        in res.output
