@@ -39,8 +39,8 @@ from scenarios.trace import dumps_events, episode_events, loads_trace
 from scenarios.tree import Episode, Label, ThinkNode, ToolNode
 
 #: Suite names -> labels file in ``scenarios/data/real``. ``real-heldout-self``: the traces the
-#: dev half leaves out, labelled blind for loopbench (not the maintainers' held-out half); it
-#: measures, nothing is tuned against it (docs/traces.md).
+#: dev half leaves out, labelled blind for loopbench (most likely the maintainers' held-out
+#: traces, with labels of ours); it measures, nothing is tuned against it (docs/traces.md).
 SUITES = {"real-dev": "real-dev-labels.json", "real-heldout-self": "real-heldout-self-labels.json"}
 #: Suites that measure and are not tuned on: ``tune`` and ``sweep`` say so when pointed at one.
 MEASURE_ONLY = frozenset({"real-heldout-self"})

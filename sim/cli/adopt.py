@@ -14,13 +14,13 @@ from pathlib import Path
 import click
 
 from sim.cli.app import (EXIT_REGRESSION, EXIT_SIGINT, EXIT_SKIPPED, EXIT_SIGTERM, LoopbenchError, Terminated, detector_specs,
-                         interruptible, load_config, main, out_dir, split_list)
+                         interruptible, load_config, main, named_suite, out_dir, split_list)
 
 DEFAULT_SUITES = "real-dev,real-heldout-self,real-injected,default"
 _SHOWN_WARNINGS = 10
 #: What ``loopbench run`` prints on stderr about its progress, not to pass on.
 _PROGRESS = re.compile(r"^(generated \d+ episodes|loaded \d+|ran \d+ detector tasks|wrote the run folder|"
-                       r"resuming|encoding|finished)", re.I)
+                       r"resuming: |embedding cache .*: encoding this suite's texts)")
 
 
 @main.command("adopt")
@@ -73,7 +73,7 @@ def adopt_cmd(candidate, base, derived, suites, corpus, config_path, params, out
         raise LoopbenchError("--resume keeps the runs in --out and --force replaces them: give one")
     if resume and not out:
         raise LoopbenchError("--resume needs --out, the folder of the interrupted comparison")
-    real = {n: _suite(n).real for n in names}  # every suite checked before the first one runs
+    real = {n: named_suite(n, "--suites: ").real for n in names}  # every suite checked before the first one runs
     root = out_dir(out, "adopt")
     if root.exists() and not root.is_dir():
         raise LoopbenchError(f"--out {root}: not a folder")
@@ -107,15 +107,6 @@ def adopt_cmd(candidate, base, derived, suites, corpus, config_path, params, out
         click.echo(f"\nWritten: {root / 'adoption.md'}, adoption.csv, adoption_deploy.csv, adoption.json")
     if not verdict.adopted:
         sys.exit(EXIT_REGRESSION)
-
-
-def _suite(name: str):
-    from scenarios.suites import SuiteError, load_suite
-
-    try:
-        return load_suite(name)
-    except SuiteError as exc:
-        raise LoopbenchError(f"--suites: {exc}") from None
 
 
 def _compare(name, real: bool, folder: Path, base, candidate, config_path, params, corpus, workers, derived_from,

@@ -139,6 +139,16 @@ def detector_specs(names: list[str], config: dict[str, Any], params: tuple[str, 
     return specs
 
 
+def named_suite(name: str, option: str = ""):
+    """The suite ``name`` (a name or a .toml path), or a one-line error (``option`` before it)."""
+    from scenarios.suites import SuiteError, load_suite
+
+    try:
+        return load_suite(name)
+    except SuiteError as exc:
+        raise LoopbenchError(f"{option}{exc}") from None
+
+
 def with_suite_params(config: dict[str, Any], suite: Any, names: list[str]) -> dict[str, Any]:
     """``config`` with the suite's ``[detector_params.NAME]`` under it, for the selected detectors
     only (a suite's defaults for a detector the user left out are no mistake of the user's)."""

@@ -10,16 +10,8 @@ from pathlib import Path
 
 import click
 
-from sim.cli.app import EXIT_REGRESSION, LoopbenchError, split_list, detector_specs, load_config, main, with_suite_params
-
-
-def _suite(name: str):
-    from scenarios.suites import SuiteError, load_suite
-
-    try:
-        return load_suite(name)
-    except SuiteError as exc:
-        raise LoopbenchError(str(exc)) from None
+from sim.cli.app import (EXIT_REGRESSION, LoopbenchError, split_list, detector_specs, load_config, main, named_suite,
+                         with_suite_params)
 
 
 def _evaluate(suite, specs, progress: bool):
@@ -56,7 +48,7 @@ def check_cmd(baseline_path, detectors_opt, suite, config_path, params, junit_pa
         base = read_baseline(baseline_path)
     except GateError as exc:
         raise LoopbenchError(str(exc)) from None
-    s = _suite(suite or base.manifest["suite"]["name"])
+    s = named_suite(suite or base.manifest["suite"]["name"])
     try:
         check_compatible(base, s)
     except GateError as exc:
@@ -127,7 +119,7 @@ def baseline_update_cmd(out, detectors_opt, suite, config_path, params, no_progr
     from sim.gate.regression import write_baseline
 
     t0 = time.perf_counter()
-    s = _suite(suite)
+    s = named_suite(suite)
     config = load_config(config_path)
     names = split_list(detectors_opt) or s.detectors or available()
     specs = detector_specs(names, with_suite_params(config, s, names), params)

@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from sim.cli.app import (EXIT_SIGINT, EXIT_SIGTERM, LoopbenchError, Terminated, check_timeout_value, default_detectors,
-                         detector_specs, engine_options, interruptible, load_config, main, make_engine, out_dir,
-                         resume_command, set_embed_cache, split_list, with_suite_params)
+                         detector_specs, engine_options, interruptible, load_config, main, make_engine, named_suite,
+                         out_dir, resume_command, set_embed_cache, split_list, with_suite_params)
 
 
 @main.command("run")
@@ -45,7 +45,6 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, harness, out, 
             labels_path) -> None:
     """Generate a suite's labelled scenarios, run every detector over them, write a scoreboard."""
     from scenarios.base import registered
-    from scenarios.suites import SuiteError, load_suite
 
     from sim.config.spec import RunConfig
     from sim.scoring.outcomes import DELTA
@@ -56,10 +55,7 @@ def run_cmd(suite, detectors_opt, families, seed, episodes, mode, harness, out, 
         raise LoopbenchError("--resume needs --out RUN, the folder of the interrupted run")
     if resume and force:
         raise LoopbenchError("--resume keeps the folder's finished work and --force empties it: give one")
-    try:
-        s = load_suite(suite or rc.get("suite", "default"))
-    except SuiteError as exc:
-        raise LoopbenchError(str(exc)) from None
+    s = named_suite(suite or rc.get("suite", "default"))
     fams = split_list(families) or list(rc.get("families", [])) or s.families
     known = s.families if s.real else registered()
     unknown = [f for f in fams if f not in known]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from sim.cli.app import LoopbenchError, out_dir, split_list, detector_specs, engine_options, load_config, main, make_engine
+from sim.cli.app import (LoopbenchError, out_dir, split_list, detector_specs, engine_options, load_config, main, make_engine,
+                         named_suite)
 from sim.execute.engines import EngineError
 from sim.numbers import number_text
 
@@ -29,12 +30,8 @@ def warn_measure_only(suite: str) -> None:
 def _workload(suite, families, episodes, seed):
     """The suite, its families, episodes per family and seed, as ``run`` resolves them."""
     from scenarios.base import registered
-    from scenarios.suites import SuiteError, load_suite
 
-    try:
-        s = load_suite(suite)
-    except SuiteError as exc:
-        raise LoopbenchError(str(exc)) from None
+    s = named_suite(suite)
     fams = split_list(families) or s.families
     unknown = [f for f in fams if f not in registered()]
     if unknown:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from sim.cli.app import LoopbenchError, split_list
+from sim.cli.app import LoopbenchError, named_suite, split_list
 from sim.numbers import number_text
 
 
@@ -17,13 +17,9 @@ def _episodes(suite, families, episodes, seed, progress, corpus=None):
     not shipped), else generated as ``run`` does."""
     from scenarios.base import registered
     from scenarios.injected_suite import load_real_episodes
-    from scenarios.suites import SuiteError, load_suite
     from sim.execute.runner import build_scenarios, generate_episodes
 
-    try:
-        s = load_suite(suite)
-    except SuiteError as exc:
-        raise LoopbenchError(str(exc)) from None
+    s = named_suite(suite)
     fams = split_list(families) or s.families
     known = s.families if s.real else registered()
     unknown = [f for f in fams if f not in known]

@@ -37,12 +37,12 @@ import pandas as pd
 from scenarios.injected_suite import is_injected
 from scenarios.realsuite import FAMILIES, MEASURE_ONLY
 from scenarios.files import atomic_write
-from sim.files import write_csv, write_json
+from sim.files import read_table, write_csv, write_json
 from sim.numbers import as_float
 from sim.report.analysis import load_runs, open_loop_data
 from sim.config.spec import DetectorSpec
 from sim.report.crossval import POOLED as CV_POOLED, Grid, by_corpus, corpus_cv, corpus_metrics, splits_by_corpus
-from sim.report.cv_deploy import heldout_deploy
+from sim.report.cv_deploy import SHOWN, heldout_deploy
 from sim.scoring.outcomes import load_profiles
 from sim.scoring.uncertainty import episode_totals, percentile_interval
 
@@ -57,13 +57,10 @@ COLUMNS = ["suite", "group", "derived", "episodes", "base", "candidate", "diff",
            "loco_base", "loco_candidate", "loco_diff", "loco_lo", "loco_hi",
            "base_recall", "candidate_recall", "base_early", "candidate_early", "base_far", "candidate_far"]
 LOCO_FIELDS = ("loco_base", "loco_candidate", "loco_diff", "loco_lo", "loco_hi")
-#: The deployer's figures compared, from each run's ``deploy.csv``: (action, metric, heading,
-#: whether more is worse).
-DEPLOY = (("halt", "successes_stopped", "successful runs stopped, halting at the first alarm", True),
-          ("configured", "successes_stopped", "successful runs stopped, as configured", True),
-          ("halt", "failed_calls_saved", "failed-run calls saved, halting", False),
-          ("configured", "failed_calls_saved", "failed-run calls saved, as configured", False),
-          ("nudge", "nudges_per_100_clean", "nudges per 100 clean calls", True))
+#: The deployer's figures compared, from each run's ``deploy.csv``: (action, metric, heading), the
+#: held-out deployment table's (``cv_deploy.SHOWN``) but loops caught, which the scores already say.
+DEPLOY = tuple((action, metric, heading) for action, metric, heading, _ in SHOWN if metric != "loops_caught")
+HEADINGS = {(action, metric): heading for action, metric, heading in DEPLOY}
 DEPLOY_COLUMNS = ["suite", "action", "metric", "base", "base_count", "base_of", "candidate", "candidate_count",
                   "candidate_of", "loco_base", "loco_base_count", "loco_base_of", "loco_candidate",
                   "loco_candidate_count", "loco_candidate_of"]
@@ -215,12 +212,11 @@ def _add_loco(out: SuiteComparison, data, rounds: int, seed: int,
 
 
 def _deploy_rows(run_dir: Path, suite: str) -> list[dict[str, Any]]:
-    path = run_dir / "deploy.csv"
-    if not path.is_file():
+    d = read_table(run_dir / "deploy.csv")
+    if d.empty:
         return []
-    d = pd.read_csv(path)
     rows = []
-    for action, metric, _, _ in DEPLOY:
+    for action, metric, _ in DEPLOY:
         got = {det: d[(d["detector"] == det) & (d["action"] == action) & (d["metric"] == metric)] for det in (BASE, CANDIDATE)}
         if any(g.empty or pd.isna(g["value"].iloc[0]) for g in got.values()):
             continue
@@ -280,7 +276,7 @@ def _halting_moved(suites: Sequence[SuiteComparison]) -> list[str]:
     for s in suites:
         for d in s.deploy:
             if d[BASE] != d[CANDIDATE]:
-                heading = next(h for a, m, h, _ in DEPLOY if (a, m) == (d["action"], d["metric"]))
+                heading = HEADINGS[d["action"], d["metric"]]
                 moved.append(f"`{s.suite}` {heading} {_deploy_cell(d, BASE)} → {_deploy_cell(d, CANDIDATE)}")
     return moved
 
@@ -354,7 +350,7 @@ def adoption_text(suites: Sequence[SuiteComparison], verdict: Verdict, derived_f
                       + (" base, leave-one-corpus-out | candidate, leave-one-corpus-out |" if held else ""),
                       "|---|---|---|" + ("---|---|" if held else "")]
             for d in s.deploy:
-                heading = next(h for a, m, h, _ in DEPLOY if (a, m) == (d["action"], d["metric"]))
+                heading = HEADINGS[d["action"], d["metric"]]
                 lines.append(f"| {heading} | {_deploy_cell(d, BASE)} | {_deploy_cell(d, CANDIDATE)} |"
                              + (f" {_deploy_cell(d, 'loco_' + BASE)} | {_deploy_cell(d, 'loco_' + CANDIDATE)} |"
                                 if held else ""))
